@@ -1,0 +1,49 @@
+# Standing targets. `make test` is the README's test command and what CI runs.
+PREFIX ?= /usr/local
+MOUNTPOINT ?= /mnt/memfs
+OPTIONS ?= size=1G
+PYTHON ?= python3
+
+.PHONY: all build check test test-rust test-py bench bench-quick install mount umount clean
+
+all: build
+
+build:
+	cargo build --release
+
+# fmt + clippy (warnings denied) + every test tier.
+check:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets -- -D warnings
+
+test: check build test-rust test-py
+
+test-rust:
+	cargo test --release
+
+# Mounted tiers: conformance table (memfs and kernel tmpfs) and the randomized
+# differential test. Needs root (mounts tmpfs, drops to other uids).
+test-py: build
+	$(PYTHON) -m pytest -q tests
+
+bench: build
+	$(PYTHON) bench/run.py
+
+bench-quick: build
+	$(PYTHON) bench/run.py --quick
+
+install: build
+	install -D -m 0755 target/release/memfs $(DESTDIR)$(PREFIX)/bin/memfs
+	install -d $(DESTDIR)/sbin
+	ln -sf $(PREFIX)/bin/memfs $(DESTDIR)/sbin/mount.memfs
+
+# The README's first command ends here: mount at $(MOUNTPOINT).
+mount: install
+	mkdir -p $(MOUNTPOINT)
+	$(PREFIX)/bin/memfs -o $(OPTIONS) $(MOUNTPOINT)
+
+umount:
+	umount $(MOUNTPOINT)
+
+clean:
+	cargo clean

@@ -1,0 +1,273 @@
+//! Attributes and extended attributes: getattr, setattr (incl. truncate),
+//! xattrs in the user., trusted., security. namespaces, POSIX ACLs, statfs.
+//!
+//! Rules kept here because the kernel leaves them to the file system (see
+//! mm/shmem.c and fs/attr.c): any setattr sets ctime, except a truncate to
+//! the current size; a size change sets mtime; chmod by a caller outside the
+//! file's group clears S_ISGID; chmod rewrites an access ACL; setting an
+//! access ACL sets the mode and is dropped if the mode says it all; xattrs
+//! cost inode space like tmpfs's; trusted.* is hidden from non-root lists.
+
+use super::acl::{self, Acl};
+use super::types::{
+    mode, Attr, Caller, Ino, Kind, SetAttr, SetTime, StatFs, Timespec, MAX_FILE_SIZE, NAME_MAX, PAGE_SIZE,
+};
+use super::usage::{xattr_cost, INODE_COST};
+use super::{rw::data_lock, Fs, FsError, FsResult};
+
+/// setxattr flags.
+pub const XATTR_CREATE: i32 = 1;
+pub const XATTR_REPLACE: i32 = 2;
+
+/// Which namespace an xattr name is in.
+enum Namespace {
+    AclAccess,
+    AclDefault,
+    /// user., trusted. or security.: stored as given.
+    Plain {
+        trusted: bool,
+    },
+}
+
+fn namespace(name: &[u8]) -> FsResult<Namespace> {
+    if name.len() > NAME_MAX {
+        return Err(FsError::Range);
+    }
+    if name == acl::ACCESS {
+        return Ok(Namespace::AclAccess);
+    }
+    if name == acl::DEFAULT {
+        return Ok(Namespace::AclDefault);
+    }
+    for prefix in [&b"user."[..], b"trusted.", b"security."] {
+        if let Some(rest) = name.strip_prefix(prefix) {
+            if rest.is_empty() {
+                return Err(FsError::Invalid);
+            }
+            return Ok(Namespace::Plain { trusted: prefix == b"trusted." });
+        }
+    }
+    Err(FsError::NotSupported)
+}
+
+impl Fs {
+    pub fn getattr(&self, ino: Ino) -> FsResult<Attr> {
+        Ok(self.get(ino)?.attr())
+    }
+
+    pub fn setattr(&self, ino: Ino, req: &SetAttr, caller: &Caller) -> FsResult<Attr> {
+        let inode = self.get(ino)?;
+        let now = Timespec::now();
+        // Decided before taking the metadata lock: it may read /proc.
+        let strip_sgid = req.mode.is_some_and(|m| m & mode::S_ISGID != 0) && caller.uid != 0 && {
+            let gid = req.gid.unwrap_or_else(|| inode.meta().gid);
+            !caller.in_group(gid)
+        };
+        let mut data = match req.size {
+            Some(size) => {
+                match inode.kind {
+                    Kind::File => {}
+                    Kind::Dir => return Err(FsError::IsDir),
+                    _ => return Err(FsError::Invalid),
+                }
+                if size > MAX_FILE_SIZE {
+                    return Err(FsError::FileTooBig);
+                }
+                Some(data_lock(&inode).write())
+            }
+            None => None,
+        };
+        let mut m = inode.meta();
+        let mut changed_ctime = true;
+        if let (Some(size), Some(data)) = (req.size, data.as_mut()) {
+            if size < m.size {
+                let removed = data.truncate(size);
+                self.usage.uncharge_pages(removed);
+                m.pages -= removed;
+            }
+            if size != m.size {
+                m.size = size;
+                m.mtime = now;
+            } else if req.mode.is_none()
+                && req.uid.is_none()
+                && req.gid.is_none()
+                && req.mtime.is_none()
+                && req.atime.is_none()
+            {
+                changed_ctime = false;
+            }
+        }
+        if let Some(uid) = req.uid {
+            m.uid = uid;
+        }
+        if let Some(gid) = req.gid {
+            m.gid = gid;
+        }
+        if let Some(new_mode) = req.mode {
+            let mut perm = new_mode & mode::PERM_MASK;
+            if strip_sgid {
+                perm &= !mode::S_ISGID;
+            }
+            if let Some(raw) = m.extra.as_mut().and_then(|e| e.acl_access.as_mut()) {
+                if let Ok(mut a) = Acl::parse(raw) {
+                    a.chmod(perm);
+                    *raw = a.to_bytes().into_boxed_slice();
+                }
+            }
+            m.perm = perm;
+        }
+        let resolve = |t: SetTime| match t {
+            SetTime::Now => now,
+            SetTime::At(t) => t,
+        };
+        if let Some(t) = req.atime {
+            m.atime = resolve(t);
+        }
+        if let Some(t) = req.mtime {
+            m.mtime = resolve(t);
+        }
+        if changed_ctime {
+            m.ctime = now;
+        }
+        Ok(inode.attr_of(&m))
+    }
+
+    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32, caller: &Caller) -> FsResult<()> {
+        let inode = self.get(ino)?;
+        let ns = namespace(name)?;
+        let now = Timespec::now();
+        match ns {
+            Namespace::AclAccess => {
+                let a = Acl::parse(value)?;
+                let (bits, keep) = a.equiv_mode();
+                let gid = inode.meta().gid;
+                let strip_sgid = caller.uid != 0 && !caller.in_group(gid);
+                let mut m = inode.meta();
+                m.perm = (m.perm & !0o777) | bits;
+                if strip_sgid {
+                    m.perm &= !mode::S_ISGID;
+                }
+                m.extra_mut().acl_access = keep.then(|| a.to_bytes().into_boxed_slice());
+                m.ctime = now;
+                Ok(())
+            }
+            Namespace::AclDefault => {
+                if inode.kind != Kind::Dir {
+                    return Err(FsError::Access);
+                }
+                let a = Acl::parse(value)?;
+                let mut m = inode.meta();
+                m.extra_mut().acl_default = (!a.is_empty()).then(|| a.to_bytes().into_boxed_slice());
+                m.ctime = now;
+                Ok(())
+            }
+            Namespace::Plain { .. } => {
+                let mut m = inode.meta();
+                let xattrs = &mut m.extra_mut().xattrs;
+                let old = xattrs.get(name).map(|v| xattr_cost(name.len(), v.len()));
+                if flags & XATTR_CREATE != 0 && old.is_some() {
+                    return Err(FsError::Exists);
+                }
+                if flags & XATTR_REPLACE != 0 && old.is_none() {
+                    return Err(FsError::NoXattr);
+                }
+                let new = xattr_cost(name.len(), value.len());
+                let old = old.unwrap_or(0);
+                if new > old && !self.usage.charge_ispace(new - old) {
+                    return Err(FsError::NoSpace);
+                }
+                self.usage.uncharge_ispace(old.saturating_sub(new));
+                xattrs.insert(name.into(), value.into());
+                m.ctime = now;
+                Ok(())
+            }
+        }
+    }
+
+    pub fn getxattr(&self, ino: Ino, name: &[u8], caller: &Caller) -> FsResult<Vec<u8>> {
+        let inode = self.get(ino)?;
+        let ns = namespace(name)?;
+        let m = inode.meta();
+        let extra = m.extra.as_ref();
+        let value = match ns {
+            Namespace::AclAccess => extra.and_then(|e| e.acl_access.as_ref()),
+            Namespace::AclDefault => extra.and_then(|e| e.acl_default.as_ref()),
+            Namespace::Plain { trusted } if trusted && caller.uid != 0 => None,
+            Namespace::Plain { .. } => extra.and_then(|e| e.xattrs.get(name)),
+        };
+        value.map(|v| v.to_vec()).ok_or(FsError::NoXattr)
+    }
+
+    /// All xattr names, each followed by a NUL (ACLs first, then by name).
+    pub fn listxattr(&self, ino: Ino, caller: &Caller) -> FsResult<Vec<u8>> {
+        let inode = self.get(ino)?;
+        let m = inode.meta();
+        let mut out = Vec::new();
+        let Some(e) = m.extra.as_ref() else {
+            return Ok(out);
+        };
+        let mut push = |n: &[u8]| {
+            out.extend_from_slice(n);
+            out.push(0);
+        };
+        if e.acl_access.is_some() {
+            push(acl::ACCESS);
+        }
+        if e.acl_default.is_some() {
+            push(acl::DEFAULT);
+        }
+        for name in e.xattrs.keys() {
+            if caller.uid == 0 || !name.starts_with(b"trusted.") {
+                push(name);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn removexattr(&self, ino: Ino, name: &[u8], caller: &Caller) -> FsResult<()> {
+        let inode = self.get(ino)?;
+        let ns = namespace(name)?;
+        let mut m = inode.meta();
+        let now = Timespec::now();
+        match ns {
+            // Removing an absent ACL succeeds, as on tmpfs.
+            Namespace::AclAccess => {
+                if let Some(e) = m.extra.as_mut() {
+                    e.acl_access = None;
+                }
+            }
+            Namespace::AclDefault => {
+                if let Some(e) = m.extra.as_mut() {
+                    e.acl_default = None;
+                }
+            }
+            Namespace::Plain { trusted } => {
+                if trusted && caller.uid != 0 {
+                    return Err(FsError::NoXattr);
+                }
+                let removed = m.extra.as_mut().and_then(|e| e.xattrs.remove(name)).ok_or(FsError::NoXattr)?;
+                self.usage.uncharge_ispace(xattr_cost(name.len(), removed.len()));
+            }
+        }
+        m.ctime = now;
+        Ok(())
+    }
+
+    /// File system totals in the form statfs(2) reports them (as tmpfs does).
+    pub fn statfs(&self) -> StatFs {
+        let u = self.usage.snapshot();
+        let (files, ffree) = if u.max_inodes == 0 {
+            (0, 0)
+        } else {
+            (u.max_inodes, (u.max_inodes * INODE_COST).saturating_sub(u.used_ispace) / INODE_COST)
+        };
+        StatFs {
+            blocks: u.max_pages,
+            bfree: u.max_pages.saturating_sub(u.used_pages),
+            files,
+            ffree,
+            bsize: PAGE_SIZE as u32,
+            namelen: NAME_MAX as u32,
+        }
+    }
+}

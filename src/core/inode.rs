@@ -1,0 +1,176 @@
+//! One inode: its fixed identity, its metadata and its contents.
+//!
+//! Lock order (see also `core/mod.rs`):
+//! 1. `Fs::rename_lock` (level 0), only for renames between two directories;
+//! 2. content locks (level 1): a directory's `Dir` or a file's `FileData`.
+//!    Several directory locks are only ever taken together through
+//!    `Fs::lock_dirs`, which sorts them by inode number. A file's data lock
+//!    is never held together with a directory lock;
+//! 3. `meta` (level 2, a leaf): held briefly, one inode at a time, never
+//!    while taking any other lock or calling into the inode table.
+//!
+//! Accounting is tied to the type: an `Inode` holds the mount's `Usage` and
+//! gives back its inode space, xattr space and pages when it is dropped, so
+//! memory of a deleted file is released exactly when the last reference
+//! (directory entry, kernel lookup, in-flight request) goes.
+
+use std::collections::BTreeMap;
+
+use super::data::FileData;
+use super::dir::Dir;
+use super::types::{Attr, Ino, Kind, Timespec};
+use super::usage::{xattr_cost, Usage};
+use crate::sync::{Arc, AtomicU64, Mutex, MutexGuard, Ordering, RwLock};
+
+/// Bytes a directory's size grows by per entry (tmpfs's BOGO_DIRENT_SIZE).
+pub const DIRENT_SIZE: u64 = 20;
+
+/// Rarely used metadata, boxed so that inodes without it pay one pointer.
+#[derive(Debug, Default)]
+pub struct Extra {
+    /// user./trusted./security. attributes, sorted by name (as tmpfs lists them).
+    pub xattrs: BTreeMap<Box<[u8]>, Box<[u8]>>,
+    /// system.posix_acl_access, kept only when the mode cannot express it.
+    pub acl_access: Option<Box<[u8]>>,
+    /// system.posix_acl_default (directories only).
+    pub acl_default: Option<Box<[u8]>>,
+}
+
+/// Mutable metadata of an inode (level-2 lock).
+#[derive(Debug)]
+pub struct Meta {
+    /// Permission bits plus suid/sgid/sticky.
+    pub perm: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub size: u64,
+    /// Pages charged to this inode (data pages, or a long symlink's page).
+    pub pages: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    pub btime: Timespec,
+    /// Parent directory (directories only; the root is its own parent).
+    pub parent: Ino,
+    pub extra: Option<Box<Extra>>,
+}
+
+impl Meta {
+    pub fn extra_mut(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// Mark a change to contents: mtime and ctime are now.
+    pub fn touch_modified(&mut self, now: Timespec) {
+        self.mtime = now;
+        self.ctime = now;
+    }
+
+    /// relatime: update atime only if it is older than mtime/ctime or a day old.
+    pub fn touch_accessed(&mut self, now: Timespec) {
+        if self.atime <= self.mtime || self.atime <= self.ctime || now.sec - self.atime.sec >= 86_400 {
+            self.atime = now;
+        }
+    }
+}
+
+/// What an inode holds, by kind.
+#[derive(Debug)]
+pub enum Content {
+    File(RwLock<FileData>),
+    Dir(Box<RwLock<Dir>>),
+    Symlink(Box<[u8]>),
+    /// FIFO, socket or device node: no contents.
+    Special,
+}
+
+/// An inode. Shared as `Arc<Inode>` between the table and in-flight requests.
+#[derive(Debug)]
+pub struct Inode {
+    pub ino: Ino,
+    pub kind: Kind,
+    /// References the kernel holds (FUSE lookup count).
+    lookups: AtomicU64,
+    meta: Mutex<Meta>,
+    pub content: Content,
+    usage: Arc<Usage>,
+}
+
+impl Inode {
+    /// A new inode; the caller has already charged its inode space and any pages in `meta`.
+    pub fn new(ino: Ino, kind: Kind, meta: Meta, content: Content, usage: Arc<Usage>) -> Inode {
+        Inode { ino, kind, lookups: AtomicU64::new(0), meta: Mutex::new(meta), content, usage }
+    }
+
+    pub fn meta(&self) -> MutexGuard<'_, Meta> {
+        self.meta.lock()
+    }
+
+    pub fn add_lookup(&self) {
+        self.lookups.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Drop `n` kernel references (saturating: a confused kernel cannot underflow us).
+    pub fn forget(&self, n: u64) {
+        let _ = self.lookups.fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| Some(l.saturating_sub(n)));
+    }
+
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Acquire)
+    }
+
+    /// Unreachable: no names and no kernel references. Safe to drop from the table.
+    pub fn is_unreferenced(&self) -> bool {
+        self.lookups() == 0 && self.meta().nlink == 0
+    }
+
+    pub fn dir(&self) -> Option<&RwLock<Dir>> {
+        match &self.content {
+            Content::Dir(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    pub fn file(&self) -> Option<&RwLock<FileData>> {
+        match &self.content {
+            Content::File(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Attributes from already-locked metadata.
+    pub fn attr_of(&self, m: &Meta) -> Attr {
+        Attr {
+            ino: self.ino,
+            kind: self.kind,
+            perm: m.perm,
+            nlink: m.nlink,
+            uid: m.uid,
+            gid: m.gid,
+            rdev: m.rdev,
+            size: m.size,
+            blocks: m.pages * 8,
+            atime: m.atime,
+            mtime: m.mtime,
+            ctime: m.ctime,
+            btime: m.btime,
+        }
+    }
+
+    pub fn attr(&self) -> Attr {
+        self.attr_of(&self.meta())
+    }
+}
+
+impl Drop for Inode {
+    fn drop(&mut self) {
+        let m = self.meta.get_mut();
+        self.usage.uncharge_pages(m.pages);
+        let xattr_space: u64 =
+            m.extra.as_ref().map(|e| e.xattrs.iter().map(|(k, v)| xattr_cost(k.len(), v.len())).sum()).unwrap_or(0);
+        self.usage.uncharge_ispace(xattr_space);
+        self.usage.uncharge_inode();
+    }
+}

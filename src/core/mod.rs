@@ -1,0 +1,184 @@
+//! The file system itself, with no knowledge of FUSE.
+//!
+//! `Fs` owns the inode table, the space accounting and the rename lock;
+//! its operations live in `namei.rs` (names and directories), `rw.rs`
+//! (file data) and `attr.rs` (attributes, xattrs, statfs). Every operation
+//! returns a value or an [`FsError`]; none panics on client input.
+//!
+//! Division of labour with the kernel: memfs is mounted with
+//! `default_permissions` and FUSE_POSIX_ACL, so the kernel checks access
+//! (mode bits, ACLs, sticky directories, ownership for chmod/chown/utimes)
+//! before a request arrives. The core enforces what the kernel leaves to
+//! file systems: name rules, link counts, emptiness, subtree renames,
+//! limits, ownership of new inodes, setgid inheritance, ACL inheritance.
+//!
+//! Inode lifecycle: an inode lives while it has a name (nlink > 0) or the
+//! kernel holds a lookup reference. `forget` and every operation that drops
+//! a link call `evict_if_unreferenced`; dropping the last `Arc` frees the
+//! memory and gives the space back (see `inode.rs`).
+//!
+//! Lock order: `rename_lock` -> directory/file content locks (several
+//! directories only via `lock_dirs`, in inode-number order) -> one inode's
+//! `meta`. The table's internal shard locks are never held across any of
+//! these: lookups clone the `Arc` out at once.
+
+pub mod acl;
+mod attr;
+pub mod data;
+pub mod dir;
+mod error;
+pub mod inode;
+mod namei;
+mod rw;
+pub mod types;
+pub mod usage;
+
+use dashmap::DashMap;
+
+pub use attr::{XATTR_CREATE, XATTR_REPLACE};
+pub use error::{FsError, FsResult};
+pub use namei::{DirItem, RenameFlags};
+pub use rw::{FallocMode, Whence};
+pub use types::{Attr, Caller, Ino, Kind, SetAttr, SetTime, StatFs, Timespec, ROOT_INO};
+pub use usage::UsageSnapshot;
+
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering, RwLockWriteGuard};
+use dir::Dir;
+use inode::{Content, Inode, Meta, DIRENT_SIZE};
+use usage::Usage;
+
+/// Settings fixed at mount time.
+#[derive(Clone, Copy, Debug)]
+pub struct FsConfig {
+    /// `size=` in pages (0 = unlimited).
+    pub max_pages: u64,
+    /// `nr_inodes=` (0 = unlimited).
+    pub max_inodes: u64,
+    /// Root directory permission bits (with sticky etc.).
+    pub root_mode: u32,
+    pub root_uid: u32,
+    pub root_gid: u32,
+    /// Never update atime (mount option `noatime`).
+    pub noatime: bool,
+}
+
+/// A memory file system.
+#[derive(Debug)]
+pub struct Fs {
+    inodes: DashMap<Ino, Arc<Inode>>,
+    next_ino: AtomicU64,
+    usage: Arc<Usage>,
+    /// Level 0: serializes renames between different directories, so the
+    /// subtree check cannot race with another move (as the kernel's
+    /// s_vfs_rename_mutex).
+    rename_lock: Mutex<()>,
+    noatime: bool,
+}
+
+impl Fs {
+    pub fn new(cfg: FsConfig) -> Fs {
+        let usage = Arc::new(Usage::new(cfg.max_pages, cfg.max_inodes));
+        let fs = Fs {
+            inodes: DashMap::new(),
+            next_ino: AtomicU64::new(ROOT_INO + 1),
+            usage: usage.clone(),
+            rename_lock: Mutex::new(()),
+            noatime: cfg.noatime,
+        };
+        // The root takes one inode like any other (tmpfs counts it too);
+        // with a limit of zero inodes allowed it is still created.
+        usage.charge_inode();
+        let now = Timespec::now();
+        let meta = Meta {
+            perm: cfg.root_mode & types::mode::PERM_MASK,
+            nlink: 2,
+            uid: cfg.root_uid,
+            gid: cfg.root_gid,
+            rdev: 0,
+            size: 2 * DIRENT_SIZE,
+            pages: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            btime: now,
+            parent: ROOT_INO,
+            extra: None,
+        };
+        let root = Inode::new(ROOT_INO, Kind::Dir, meta, Content::Dir(Box::default()), usage);
+        // The kernel's reference to the root is implicit and never forgotten.
+        root.add_lookup();
+        fs.inodes.insert(ROOT_INO, Arc::new(root));
+        fs
+    }
+
+    /// The inode `ino`, or ESTALE if the kernel names one we no longer have.
+    fn get(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+        self.inodes.get(&ino).map(|r| r.value().clone()).ok_or(FsError::Stale)
+    }
+
+    /// The kernel dropped `n` references to `ino`.
+    pub fn forget(&self, ino: Ino, n: u64) {
+        if ino == ROOT_INO {
+            return;
+        }
+        if let Ok(inode) = self.get(ino) {
+            inode.forget(n);
+            self.evict_if_unreferenced(ino);
+        }
+    }
+
+    /// Remove `ino` from the table if nothing refers to it any more.
+    fn evict_if_unreferenced(&self, ino: Ino) {
+        if ino != ROOT_INO {
+            self.inodes.remove_if(&ino, |_, inode| inode.is_unreferenced());
+        }
+    }
+
+    /// Allocate an inode number and register a new inode (already charged).
+    fn register(&self, kind: Kind, meta: Meta, content: Content) -> Arc<Inode> {
+        let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
+        let inode = Arc::new(Inode::new(ino, kind, meta, content, self.usage.clone()));
+        self.inodes.insert(ino, inode.clone());
+        inode
+    }
+
+    /// Space and inode usage right now.
+    pub fn usage(&self) -> UsageSnapshot {
+        self.usage.snapshot()
+    }
+
+    /// Number of inodes in the table (live, including unlinked-but-referenced).
+    pub fn inode_count(&self) -> usize {
+        self.inodes.len()
+    }
+}
+
+/// Write locks on several directories, taken in inode-number order.
+struct DirLocks<'a> {
+    guards: Vec<(Ino, RwLockWriteGuard<'a, Dir>)>,
+}
+
+impl<'a> DirLocks<'a> {
+    /// Lock the directories among `inodes` (duplicates allowed) in ascending
+    /// inode order. Every caller that needs two or more directory locks uses this.
+    fn lock(inodes: &[&'a Arc<Inode>]) -> FsResult<DirLocks<'a>> {
+        let mut sorted: Vec<&'a Arc<Inode>> = inodes.to_vec();
+        sorted.sort_by_key(|i| i.ino);
+        sorted.dedup_by_key(|i| i.ino);
+        let mut guards = Vec::with_capacity(sorted.len());
+        for inode in sorted {
+            let dir = inode.dir().ok_or(FsError::NotDir)?;
+            guards.push((inode.ino, dir.write()));
+        }
+        Ok(DirLocks { guards })
+    }
+
+    fn get(&mut self, ino: Ino) -> &mut Dir {
+        let pos =
+            self.guards.iter().position(|(i, _)| *i == ino).expect("DirLocks::get: directory was locked by the caller");
+        &mut self.guards[pos].1
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! File data operations: read, write, fallocate, SEEK_DATA/SEEK_HOLE.
+//! (Truncation is a setattr and lives in `attr.rs`.)
+//!
+//! Each takes the file's data lock, then its metadata, and charges or
+//! returns pages through the mount's `Usage` in the same step, so the
+//! pages counted in metadata always equal the pages stored.
+
+use super::data::FileData;
+use super::inode::Inode;
+use super::types::{Ino, Kind, Timespec, MAX_FILE_SIZE};
+use super::{Fs, FsError, FsResult};
+use crate::sync::{Arc, RwLock};
+
+/// fallocate(2) modes memfs supports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FallocMode {
+    pub keep_size: bool,
+    pub punch_hole: bool,
+    pub zero_range: bool,
+}
+
+/// lseek(2) whence values the kernel passes to the file system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whence {
+    Data,
+    Hole,
+}
+
+impl Fs {
+    /// The data lock of regular file `ino` (EISDIR for a directory, EINVAL otherwise).
+    fn file(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+        let inode = self.get(ino)?;
+        match inode.kind {
+            Kind::File => Ok(inode),
+            Kind::Dir => Err(FsError::IsDir),
+            _ => Err(FsError::Invalid),
+        }
+    }
+
+    /// Read up to `size` bytes at `off`; short at end of file.
+    pub fn read(&self, ino: Ino, off: u64, size: u32) -> FsResult<Vec<u8>> {
+        let inode = self.file(ino)?;
+        let data = data_lock(&inode).read();
+        let mut m = inode.meta();
+        let len = m.size.saturating_sub(off).min(u64::from(size)) as usize;
+        if !self.noatime {
+            m.touch_accessed(Timespec::now());
+        }
+        drop(m);
+        Ok(data.read(off, len))
+    }
+
+    /// Write `buf` at `off`. A write that only partly fits in `size=` is
+    /// short; one of which nothing fits fails with ENOSPC.
+    pub fn write(&self, ino: Ino, off: u64, buf: &[u8]) -> FsResult<usize> {
+        let inode = self.file(ino)?;
+        if off >= MAX_FILE_SIZE && !buf.is_empty() {
+            return Err(FsError::FileTooBig);
+        }
+        let room = (MAX_FILE_SIZE - off).min(buf.len() as u64) as usize;
+        let mut data = data_lock(&inode).write();
+        let (written, added) = data.write(off, &buf[..room], &mut || self.usage.charge_pages(1));
+        let mut m = inode.meta();
+        m.pages += added;
+        if written > 0 {
+            m.size = m.size.max(off + written as u64);
+            m.touch_modified(Timespec::now());
+        }
+        drop(m);
+        match (written, buf.len()) {
+            (0, n) if n > 0 => Err(FsError::NoSpace),
+            (w, _) => Ok(w),
+        }
+    }
+
+    /// fallocate(2): preallocate, punch a hole, or zero a range.
+    pub fn fallocate(&self, ino: Ino, off: u64, len: u64, mode: FallocMode) -> FsResult<()> {
+        let inode = self.file(ino)?;
+        if len == 0 {
+            return Err(FsError::Invalid);
+        }
+        let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::FileTooBig)?;
+        let mut data = data_lock(&inode).write();
+        if mode.punch_hole {
+            if !mode.keep_size || mode.zero_range {
+                return Err(FsError::NotSupported);
+            }
+            let removed = data.punch_hole(off, len);
+            self.usage.uncharge_pages(removed);
+            let mut m = inode.meta();
+            m.pages -= removed;
+            m.touch_modified(Timespec::now());
+            return Ok(());
+        }
+        let missing = data.missing_pages(off, len);
+        if !self.usage.charge_pages(missing) {
+            return Err(FsError::NoSpace);
+        }
+        let added = if mode.zero_range { data.zero_range(off, len) } else { data.allocate(off, len) };
+        debug_assert_eq!(added, missing);
+        let mut m = inode.meta();
+        m.pages += added;
+        if !mode.keep_size && end > m.size {
+            m.size = end;
+        }
+        m.touch_modified(Timespec::now());
+        Ok(())
+    }
+
+    /// SEEK_DATA / SEEK_HOLE from `off`; ENXIO at or past end of file.
+    pub fn lseek(&self, ino: Ino, off: u64, whence: Whence) -> FsResult<u64> {
+        let inode = self.file(ino)?;
+        let data = data_lock(&inode).read();
+        let size = inode.meta().size;
+        let found = match whence {
+            Whence::Data => data.seek_data(off, size),
+            Whence::Hole => data.seek_hole(off, size),
+        };
+        found.ok_or(FsError::NoDataAtOffset)
+    }
+}
+
+/// The data lock of an inode known to be a regular file.
+pub(super) fn data_lock(inode: &Inode) -> &RwLock<FileData> {
+    inode.file().expect("data_lock: caller checked the inode is a regular file")
+}

@@ -1,0 +1,241 @@
+//! Unit tests of the core through its public operations, no mount needed.
+
+use super::*;
+use crate::core::types::PAGE_SIZE;
+
+const ME: Caller = Caller { uid: 1000, gid: 1000, pid: 0 };
+
+fn fs_with(max_pages: u64, max_inodes: u64) -> Fs {
+    Fs::new(FsConfig { max_pages, max_inodes, root_mode: 0o1777, root_uid: 0, root_gid: 0, noatime: false })
+}
+
+fn fs() -> Fs {
+    fs_with(1 << 20, 0)
+}
+
+fn file(fs: &Fs, parent: Ino, name: &str) -> Attr {
+    fs.mknod(parent, name.as_bytes(), libc::S_IFREG | 0o644, 0o022, 0, &ME).unwrap()
+}
+
+fn names(fs: &Fs, dir: Ino) -> Vec<Vec<u8>> {
+    let mut out = vec![];
+    fs.readdir(dir, 0, false, &mut |item| {
+        out.push(item.name.to_vec());
+        true
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn create_write_read_and_sizes() {
+    let fs = fs();
+    let a = file(&fs, ROOT_INO, "a");
+    assert_eq!(a.perm, 0o644);
+    assert_eq!((a.uid, a.gid, a.nlink), (1000, 1000, 1));
+    assert_eq!(fs.write(a.ino, 10, b"hello").unwrap(), 5);
+    assert_eq!(fs.read(a.ino, 0, 100).unwrap(), b"\0\0\0\0\0\0\0\0\0\0hello");
+    let attr = fs.getattr(a.ino).unwrap();
+    assert_eq!((attr.size, attr.blocks), (15, 8));
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().size, 60);
+}
+
+#[test]
+fn names_are_bytes_and_limited() {
+    let fs = fs();
+    let raw = [0xff, 0xfe, b'x'];
+    fs.mknod(ROOT_INO, &raw, libc::S_IFREG | 0o600, 0, 0, &ME).unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, &raw).unwrap().kind, Kind::File);
+    let long = vec![b'n'; 256];
+    assert_eq!(fs.mknod(ROOT_INO, &long, libc::S_IFREG, 0, 0, &ME), Err(FsError::NameTooLong));
+    assert_eq!(fs.lookup(ROOT_INO, &long), Err(FsError::NameTooLong));
+    assert!(fs.mknod(ROOT_INO, &long[..255], libc::S_IFREG, 0, 0, &ME).is_ok());
+}
+
+#[test]
+fn size_limit_gives_short_write_then_enospc_and_space_returns() {
+    let fs = fs_with(4, 0);
+    let a = file(&fs, ROOT_INO, "a");
+    let n = fs.write(a.ino, 0, &vec![1u8; 5 * PAGE_SIZE as usize]).unwrap();
+    assert_eq!(n, 4 * PAGE_SIZE as usize);
+    assert_eq!(fs.write(a.ino, n as u64, b"x"), Err(FsError::NoSpace));
+    assert_eq!(fs.statfs().bfree, 0);
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    // The creator's lookup reference keeps it alive until forgotten.
+    assert_eq!(fs.statfs().bfree, 0);
+    fs.forget(a.ino, 1);
+    assert_eq!(fs.statfs().bfree, 4);
+    assert_eq!(fs.getattr(a.ino), Err(FsError::Stale));
+}
+
+#[test]
+fn inode_limit_counts_root() {
+    let fs = fs_with(100, 3);
+    file(&fs, ROOT_INO, "a");
+    file(&fs, ROOT_INO, "b");
+    assert_eq!(fs.mknod(ROOT_INO, b"c", libc::S_IFREG, 0, 0, &ME), Err(FsError::NoSpace));
+    assert_eq!(fs.statfs().ffree, 0);
+}
+
+#[test]
+fn huge_truncate_is_sparse() {
+    let fs = fs();
+    let a = file(&fs, ROOT_INO, "a");
+    let req = SetAttr { size: Some(1_000_000_000_000_000), ..Default::default() };
+    let attr = fs.setattr(a.ino, &req, &ME).unwrap();
+    assert_eq!((attr.size, attr.blocks), (1_000_000_000_000_000, 0));
+    assert_eq!(fs.read(a.ino, 999_999_999_999_990, 100).unwrap(), vec![0u8; 10]);
+    let too_big = SetAttr { size: Some(u64::MAX), ..Default::default() };
+    assert_eq!(fs.setattr(a.ino, &too_big, &ME), Err(FsError::FileTooBig));
+}
+
+#[test]
+fn rename_rules() {
+    let fs = fs();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, &ME).unwrap();
+    let sub = fs.mkdir(d.ino, b"sub", 0o755, 0, &ME).unwrap();
+    file(&fs, d.ino, "f");
+    let none = RenameFlags::default();
+    assert_eq!(fs.rename(ROOT_INO, b"d", sub.ino, b"x", none, &ME), Err(FsError::Invalid));
+    assert_eq!(fs.rename(d.ino, b"f", ROOT_INO, b"d", none, &ME), Err(FsError::IsDir));
+    assert_eq!(fs.rename(d.ino, b"sub", d.ino, b"f", none, &ME), Err(FsError::NotDir));
+    fs.mkdir(ROOT_INO, b"e", 0o755, 0, &ME).unwrap();
+    assert_eq!(fs.rename(ROOT_INO, b"e", ROOT_INO, b"d", none, &ME), Err(FsError::NotEmpty));
+    // Move sub up: link counts follow.
+    fs.rename(d.ino, b"sub", ROOT_INO, b"e", none, &ME).unwrap();
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 4);
+    let noreplace = RenameFlags { noreplace: true, ..Default::default() };
+    assert_eq!(fs.rename(ROOT_INO, b"e", ROOT_INO, b"d", noreplace, &ME), Err(FsError::Exists));
+    let exchange = RenameFlags { exchange: true, ..Default::default() };
+    fs.rename(d.ino, b"f", ROOT_INO, b"e", exchange, &ME).unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"e").unwrap().kind, Kind::File);
+    assert_eq!(fs.lookup(d.ino, b"f").unwrap().ino, sub.ino);
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 3);
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 3);
+}
+
+#[test]
+fn readdir_offsets_survive_changes() {
+    let fs = fs();
+    for i in 0..50 {
+        file(&fs, ROOT_INO, &format!("f{i:02}"));
+    }
+    let mut first = vec![];
+    fs.readdir(ROOT_INO, 0, false, &mut |item| {
+        first.push((item.name.to_vec(), item.offset));
+        first.len() < 12
+    })
+    .unwrap();
+    let resume = first.last().unwrap().1;
+    fs.unlink(ROOT_INO, b"f03").unwrap();
+    fs.unlink(ROOT_INO, b"f40").unwrap();
+    let mut rest = vec![];
+    fs.readdir(ROOT_INO, resume, false, &mut |item| {
+        rest.push(item.name.to_vec());
+        true
+    })
+    .unwrap();
+    let all: Vec<_> = first.into_iter().map(|(n, _)| n).chain(rest).collect();
+    for i in (0..50).filter(|&i| i != 3 && i != 40) {
+        let n = format!("f{i:02}").into_bytes();
+        assert_eq!(all.iter().filter(|x| **x == n).count(), 1);
+    }
+    assert_eq!(&all[..2], &[b".".to_vec(), b"..".to_vec()]);
+}
+
+#[test]
+fn hard_links_and_unlinked_open_file() {
+    let fs = fs();
+    let a = file(&fs, ROOT_INO, "a");
+    fs.link(a.ino, ROOT_INO, b"b").unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 2);
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    fs.unlink(ROOT_INO, b"b").unwrap();
+    // Still referenced by the kernel (two lookups): readable and writable.
+    assert_eq!(fs.write(a.ino, 0, b"still here").unwrap(), 10);
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 0);
+    assert_eq!(fs.link(a.ino, ROOT_INO, b"c"), Err(FsError::NotFound));
+    fs.forget(a.ino, 2);
+    assert_eq!(fs.inode_count(), 1);
+    assert_eq!(fs.usage().used_pages, 0);
+}
+
+#[test]
+fn setgid_dir_and_default_acl_inheritance() {
+    let fs = fs();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o2775, 0, &Caller { uid: 0, gid: 50, pid: 0 }).unwrap();
+    let sub = fs.mkdir(d.ino, b"sub", 0o755, 0o022, &ME).unwrap();
+    assert_eq!(sub.gid, 50);
+    assert_eq!(sub.perm & 0o2000, 0o2000);
+    let f = file(&fs, d.ino, "f");
+    assert_eq!((f.gid, f.perm), (50, 0o644));
+    // Default ACL user::rwx group::r-x other::--- (no mask): umask is ignored.
+    let acl: Vec<u8> = [2u32.to_le_bytes().to_vec(), entry(1, 7), entry(4, 5), entry(0x20, 0)].concat();
+    fs.setxattr(d.ino, acl::DEFAULT, &acl, 0, &Caller::ROOT).unwrap();
+    let g = fs.mknod(d.ino, b"g", libc::S_IFREG | 0o666, 0o022, 0, &ME).unwrap();
+    assert_eq!(g.perm, 0o640);
+    let sub2 = fs.mkdir(d.ino, b"sub2", 0o777, 0o077, &ME).unwrap();
+    assert_eq!(fs.getxattr(sub2.ino, acl::DEFAULT, &ME).unwrap(), acl);
+}
+
+fn entry(tag: u16, perm: u16) -> Vec<u8> {
+    [tag.to_le_bytes().to_vec(), perm.to_le_bytes().to_vec(), u32::MAX.to_le_bytes().to_vec()].concat()
+}
+
+#[test]
+fn xattr_flags_and_limits() {
+    let fs = fs_with(100, 3);
+    let a = file(&fs, ROOT_INO, "a");
+    fs.setxattr(a.ino, b"user.k", b"v", XATTR_CREATE_FLAG, &ME).unwrap();
+    assert_eq!(fs.setxattr(a.ino, b"user.k", b"v", XATTR_CREATE_FLAG, &ME), Err(FsError::Exists));
+    assert_eq!(fs.setxattr(a.ino, b"user.z", b"v", XATTR_REPLACE_FLAG, &ME), Err(FsError::NoXattr));
+    assert_eq!(fs.setxattr(a.ino, b"other.k", b"v", 0, &ME), Err(FsError::NotSupported));
+    fs.setxattr(a.ino, b"trusted.t", b"v", 0, &Caller::ROOT).unwrap();
+    assert_eq!(fs.listxattr(a.ino, &ME).unwrap(), b"user.k\0");
+    assert_eq!(fs.listxattr(a.ino, &Caller::ROOT).unwrap(), b"trusted.t\0user.k\0");
+    // Inode space: 3 inodes worth, 2 used; 2000 bytes do not fit in the 1024 left.
+    assert_eq!(fs.setxattr(a.ino, b"user.big", &[0u8; 2000], 0, &ME), Err(FsError::NoSpace));
+    fs.removexattr(a.ino, b"user.k", &ME).unwrap();
+    assert_eq!(fs.getxattr(a.ino, b"user.k", &ME), Err(FsError::NoXattr));
+}
+
+const XATTR_CREATE_FLAG: i32 = 1;
+const XATTR_REPLACE_FLAG: i32 = 2;
+
+#[test]
+fn fallocate_and_seek() {
+    let fs = fs_with(10, 0);
+    let a = file(&fs, ROOT_INO, "a");
+    let keep = FallocMode { keep_size: true, ..Default::default() };
+    fs.fallocate(a.ino, 0, 3 * PAGE_SIZE, keep).unwrap();
+    let attr = fs.getattr(a.ino).unwrap();
+    assert_eq!((attr.size, attr.blocks), (0, 24));
+    assert_eq!(fs.fallocate(a.ino, 0, 20 * PAGE_SIZE, FallocMode::default()), Err(FsError::NoSpace));
+    fs.write(a.ino, 5 * PAGE_SIZE, b"data").unwrap();
+    assert_eq!(fs.lseek(a.ino, 0, Whence::Data).unwrap(), 5 * PAGE_SIZE);
+    assert_eq!(fs.lseek(a.ino, 5 * PAGE_SIZE, Whence::Hole).unwrap(), 5 * PAGE_SIZE + 4);
+    let punch = FallocMode { keep_size: true, punch_hole: true, ..Default::default() };
+    fs.fallocate(a.ino, 0, 6 * PAGE_SIZE, punch).unwrap();
+    assert_eq!(fs.getattr(a.ino).unwrap().blocks, 0);
+    assert_eq!(fs.usage().used_pages, 0);
+}
+
+#[test]
+fn rmdir_and_whiteout() {
+    let fs = fs();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, &ME).unwrap();
+    file(&fs, d.ino, "f");
+    assert_eq!(fs.rmdir(ROOT_INO, b"d"), Err(FsError::NotEmpty));
+    assert_eq!(fs.rmdir(d.ino, b"f"), Err(FsError::NotDir));
+    let whiteout = RenameFlags { whiteout: true, ..Default::default() };
+    fs.rename(d.ino, b"f", ROOT_INO, b"g", whiteout, &ME).unwrap();
+    let w = fs.lookup(d.ino, b"f").unwrap();
+    assert_eq!((w.kind, w.rdev, w.perm), (Kind::CharDev, 0, 0));
+    fs.unlink(d.ino, b"f").unwrap();
+    fs.rmdir(ROOT_INO, b"d").unwrap();
+    assert_eq!(names(&fs, ROOT_INO), vec![b".".to_vec(), b"..".to_vec(), b"g".to_vec()]);
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 2);
+    // Creating inside a removed directory fails.
+    assert_eq!(fs.mknod(d.ino, b"x", libc::S_IFREG, 0, 0, &ME), Err(FsError::NotFound));
+}

@@ -1,0 +1,195 @@
+//! Plain value types the core exchanges with its callers: inode numbers,
+//! file kinds, timestamps, attributes, the caller's identity and the
+//! requests for setattr. No locking and no FUSE types here.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Inode number. The root is [`ROOT_INO`]; numbers are never reused.
+pub type Ino = u64;
+/// The root directory's inode number (FUSE requires 1).
+pub const ROOT_INO: Ino = 1;
+/// Page size: the unit of data storage, of `size=` accounting and of `st_blocks`.
+pub const PAGE_SIZE: u64 = 4096;
+/// Longest name in a directory, in bytes (NAME_MAX).
+pub const NAME_MAX: usize = 255;
+/// Longest symlink target in bytes, without the terminating NUL (as tmpfs: one page).
+pub const SYMLINK_MAX: usize = PAGE_SIZE as usize - 1;
+/// Largest file size (MAX_LFS_FILESIZE, as tmpfs).
+pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
+
+/// Mode bits.
+pub mod mode {
+    pub const S_ISUID: u32 = 0o4000;
+    pub const S_ISGID: u32 = 0o2000;
+    pub const S_ISVTX: u32 = 0o1000;
+    pub const S_IRWXU: u32 = 0o700;
+    pub const S_IRWXG: u32 = 0o070;
+    pub const S_IRWXO: u32 = 0o007;
+    pub const S_IXGRP: u32 = 0o010;
+    /// Permission bits plus suid/sgid/sticky.
+    pub const PERM_MASK: u32 = 0o7777;
+}
+
+/// File type of an inode. Fixed at creation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDev,
+    BlockDev,
+}
+
+impl Kind {
+    /// The kind encoded in the S_IFMT bits of a mode, if any.
+    pub fn from_mode(mode: u32) -> Option<Kind> {
+        match mode & libc::S_IFMT {
+            libc::S_IFREG | 0 => Some(Kind::File),
+            libc::S_IFDIR => Some(Kind::Dir),
+            libc::S_IFLNK => Some(Kind::Symlink),
+            libc::S_IFIFO => Some(Kind::Fifo),
+            libc::S_IFSOCK => Some(Kind::Socket),
+            libc::S_IFCHR => Some(Kind::CharDev),
+            libc::S_IFBLK => Some(Kind::BlockDev),
+            _ => None,
+        }
+    }
+}
+
+/// A point in time with nanosecond resolution; may be before 1970.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Timespec {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+impl Timespec {
+    /// The current wall-clock time.
+    pub fn now() -> Timespec {
+        Timespec::from(SystemTime::now())
+    }
+}
+
+impl From<SystemTime> for Timespec {
+    fn from(t: SystemTime) -> Timespec {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => Timespec { sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX), nsec: d.subsec_nanos() },
+            Err(e) => {
+                let d = e.duration();
+                let sec = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+                if d.subsec_nanos() == 0 {
+                    Timespec { sec: -sec, nsec: 0 }
+                } else {
+                    Timespec { sec: -sec - 1, nsec: 1_000_000_000 - d.subsec_nanos() }
+                }
+            }
+        }
+    }
+}
+
+impl From<Timespec> for SystemTime {
+    fn from(t: Timespec) -> SystemTime {
+        let nanos = std::time::Duration::from_nanos(u64::from(t.nsec));
+        if t.sec >= 0 {
+            UNIX_EPOCH + std::time::Duration::from_secs(t.sec as u64) + nanos
+        } else {
+            UNIX_EPOCH - std::time::Duration::from_secs(t.sec.unsigned_abs()) + nanos
+        }
+    }
+}
+
+/// Everything `stat` shows about an inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Attr {
+    pub ino: Ino,
+    pub kind: Kind,
+    /// Permission bits plus suid/sgid/sticky (no S_IFMT bits).
+    pub perm: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    pub size: u64,
+    /// Allocated 512-byte blocks.
+    pub blocks: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+    pub ctime: Timespec,
+    /// Birth time.
+    pub btime: Timespec,
+}
+
+/// Who is asking. Permission checks on paths are the kernel's (mounted with
+/// `default_permissions`); the core uses the caller for ownership of new
+/// inodes and for the few rules the kernel leaves to the file system
+/// (clearing S_ISGID on chmod by a non-member, ACL masks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+}
+
+impl Caller {
+    /// The superuser, for internal use and tests.
+    pub const ROOT: Caller = Caller { uid: 0, gid: 0, pid: 0 };
+
+    /// Whether the caller is in group `gid` (primary or supplementary).
+    /// Supplementary groups come from /proc, read only on this rare path.
+    pub fn in_group(&self, gid: u32) -> bool {
+        if self.gid == gid {
+            return true;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", self.pid)) else {
+            return false;
+        };
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Groups:"))
+            .is_some_and(|groups| groups.split_whitespace().any(|g| g.parse() == Ok(gid)))
+    }
+}
+
+/// A timestamp to set: a given time or "now".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetTime {
+    Now,
+    At(Timespec),
+}
+
+/// The changes a setattr asks for; `None` leaves a field alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+}
+
+/// File system totals, as statfs shows them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    /// Total data pages (0 = unlimited).
+    pub blocks: u64,
+    pub bfree: u64,
+    /// Total inodes (0 = unlimited).
+    pub files: u64,
+    pub ffree: u64,
+    pub bsize: u32,
+    pub namelen: u32,
+}
+
+/// Check a directory-entry name: not empty, no '/', no NUL, at most NAME_MAX bytes.
+pub fn check_name(name: &[u8]) -> crate::core::FsResult<()> {
+    if name.len() > NAME_MAX {
+        return Err(crate::core::FsError::NameTooLong);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(crate::core::FsError::Invalid);
+    }
+    Ok(())
+}

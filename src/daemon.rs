@@ -1,0 +1,168 @@
+//! Starting and serving a mount: build the core from the options, mount it,
+//! tell the starting process the mount is live, serve until unmounted.
+//!
+//! Without `-f` the process forks first; the parent waits on a pipe and
+//! exits 0 only after the child reports the mount is live, or prints the
+//! child's error and exits 1. SIGINT, SIGTERM and SIGHUP unmount cleanly
+//! (in both modes): a dedicated thread waits for them with sigwait and asks
+//! the session to unmount, which ends `Session::run`.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::Path;
+
+use fuser::{Config, MountOption, Session, SessionACL};
+
+use crate::core::{Fs, FsConfig};
+use crate::fuse::MemFs;
+use crate::options::MountOptions;
+use crate::sync::Arc;
+
+/// Mount `opts` at `mountpoint` and serve it. Returns when unmounted
+/// (foreground) or, in the parent of a daemon, once the mount is live.
+pub fn run(mountpoint: &Path, opts: &MountOptions, foreground: bool) -> Result<(), String> {
+    let mountpoint =
+        std::fs::canonicalize(mountpoint).map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
+    if !mountpoint.is_dir() {
+        return Err(format!("mount point {} is not a directory", mountpoint.display()));
+    }
+    if foreground {
+        return serve(&mountpoint, opts, None);
+    }
+    let (read_end, write_end) = pipe()?;
+    // SAFETY: no threads exist yet in this process, so fork is safe.
+    match unsafe { libc::fork() } {
+        -1 => Err(format!("fork: {}", std::io::Error::last_os_error())),
+        0 => {
+            drop(read_end);
+            // SAFETY: setsid has no preconditions; it detaches from the terminal.
+            unsafe { libc::setsid() };
+            let result = serve(&mountpoint, opts, Some(File::from(write_end)));
+            std::process::exit(i32::from(result.is_err()));
+        }
+        _child => {
+            drop(write_end);
+            // One line: "ok" once the mount is live, or the error. EOF without
+            // a line means the child died first.
+            let mut line = String::new();
+            let _ = BufReader::new(File::from(read_end)).read_line(&mut line);
+            match line.trim_end() {
+                "ok" => Ok(()),
+                "" => Err("the memfs daemon exited before the mount was live".into()),
+                l => Err(l.strip_prefix("error: ").unwrap_or(l).to_string()),
+            }
+        }
+    }
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), String> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid array of two ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: pipe2 returned two new descriptors that we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The signals that end a mount cleanly.
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigset operations on a local, initialised set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+fn fuse_config(opts: &MountOptions) -> Config {
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut mount_options = vec![MountOption::FSName(opts.fsname.clone()), MountOption::DefaultPermissions];
+    if root {
+        // fuser's direct mount(2) ignores Subtype; the kernel takes it as an option.
+        mount_options.push(MountOption::CUSTOM("subtype=memfs".into()));
+        // As tmpfs: device nodes and set-id bits work unless refused.
+        mount_options.extend([MountOption::Dev, MountOption::Suid]);
+    } else {
+        mount_options.push(MountOption::Subtype("memfs".into()));
+    }
+    for f in &opts.flags {
+        mount_options.retain(|m| !same_kind(m, f));
+        mount_options.push(f.clone());
+    }
+    let mut cfg = Config::default();
+    cfg.mount_options = mount_options;
+    // Root's mount serves every user, as tmpfs does; the kernel checks permissions.
+    cfg.acl = if root { SessionACL::All } else { SessionACL::Owner };
+    cfg.n_threads = Some(opts.threads);
+    cfg
+}
+
+fn same_kind(a: &MountOption, b: &MountOption) -> bool {
+    use MountOption::*;
+    matches!((a, b), (Dev | NoDev, Dev | NoDev) | (Suid | NoSuid, Suid | NoSuid))
+}
+
+/// Mount and serve in this process; `status` (daemon mode) hears "ok" once
+/// the mount is live, or the error that prevented it.
+fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result<(), String> {
+    let session = match (mount_session(mountpoint, opts), status) {
+        (Ok(session), Some(mut status)) => {
+            status.write_all(b"ok\n").map_err(|e| format!("cannot report to the starting process: {e}"))?;
+            drop(status);
+            detach_stdio();
+            session
+        }
+        (Ok(session), None) => session,
+        (Err(e), Some(mut status)) => {
+            let _ = writeln!(status, "error: {e}");
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
+    let _ = std::env::set_current_dir("/");
+    session.run().map_err(|e| format!("serving {}: {e}", mountpoint.display()))
+}
+
+/// Mount, with the stop signals routed to a thread that unmounts.
+fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<MemFs>, String> {
+    let set = stop_signals();
+    // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    let fs = Arc::new(Fs::new(FsConfig {
+        max_pages: opts.max_pages(),
+        max_inodes: opts.nr_inodes,
+        root_mode: opts.mode,
+        root_uid: opts.uid,
+        root_gid: opts.gid,
+        noatime: opts.noatime,
+    }));
+    let mut session = Session::new(MemFs::new(fs), mountpoint, &fuse_config(opts))
+        .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
+    let mut unmounter = session.unmount_callable();
+    std::thread::Builder::new()
+        .name("memfs-signals".into())
+        .spawn(move || {
+            let mut sig = 0;
+            // SAFETY: waits on a valid signal set.
+            unsafe { libc::sigwait(&set, &mut sig) };
+            let _ = unmounter.unmount();
+        })
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    Ok(session)
+}
+
+/// Point stdin/stdout/stderr at /dev/null so the daemon holds no terminal.
+fn detach_stdio() {
+    if let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") {
+        use std::os::fd::AsRawFd;
+        for fd in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors.
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+}

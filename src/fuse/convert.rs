@@ -1,0 +1,93 @@
+//! Translations between the core's types and fuser's: errors to errnos (one
+//! exhaustive match), attributes, file kinds, times and flags.
+
+use std::time::SystemTime;
+
+use fuser::{Errno, FileAttr, FileType, INodeNo, TimeOrNow};
+
+use crate::core::{Attr, FsError, Kind, SetTime};
+
+/// The errno for each core error.
+pub fn errno(e: FsError) -> Errno {
+    Errno::from_i32(match e {
+        FsError::NotFound => libc::ENOENT,
+        FsError::Exists => libc::EEXIST,
+        FsError::NotDir => libc::ENOTDIR,
+        FsError::IsDir => libc::EISDIR,
+        FsError::NotEmpty => libc::ENOTEMPTY,
+        FsError::NoSpace => libc::ENOSPC,
+        FsError::NameTooLong => libc::ENAMETOOLONG,
+        FsError::Invalid => libc::EINVAL,
+        FsError::NotPermitted => libc::EPERM,
+        FsError::Access => libc::EACCES,
+        FsError::NoXattr => libc::ENODATA,
+        FsError::Range => libc::ERANGE,
+        FsError::FileTooBig => libc::EFBIG,
+        FsError::TooBig => libc::E2BIG,
+        FsError::NotSupported => libc::EOPNOTSUPP,
+        FsError::TooManyLinks => libc::EMLINK,
+        FsError::NoDataAtOffset => libc::ENXIO,
+        FsError::Stale => libc::ESTALE,
+    })
+}
+
+pub fn file_type(k: Kind) -> FileType {
+    match k {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
+        Kind::CharDev => FileType::CharDevice,
+        Kind::BlockDev => FileType::BlockDevice,
+    }
+}
+
+pub fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: a.atime.into(),
+        mtime: a.mtime.into(),
+        ctime: a.ctime.into(),
+        crtime: a.btime.into(),
+        kind: file_type(a.kind),
+        perm: (a.perm & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: crate::core::types::PAGE_SIZE as u32,
+        flags: 0,
+    }
+}
+
+/// The attributes of a negative dentry (inode 0): lets the kernel cache "no such name".
+pub fn negative_attr() -> FileAttr {
+    let zero = SystemTime::UNIX_EPOCH;
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: zero,
+        mtime: zero,
+        ctime: zero,
+        crtime: zero,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
+        flags: 0,
+    }
+}
+
+pub fn set_time(t: TimeOrNow) -> SetTime {
+    match t {
+        TimeOrNow::Now => SetTime::Now,
+        TimeOrNow::SpecificTime(t) => SetTime::At(t.into()),
+    }
+}

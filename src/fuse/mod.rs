@@ -1,0 +1,357 @@
+//! The FUSE adapter: fuser's `Filesystem` over the core.
+//!
+//! Each handler converts arguments, calls one core operation, and replies
+//! or maps the error; nothing here decides file system behaviour. No core
+//! lock is held while replying (the core returns values, not guards).
+//!
+//! Kernel caching, as measured against tmpfs on this kind of machine
+//! (docs/DESIGN.md): entry and attribute TTLs are effectively infinite,
+//! because every change passes through this mount and the kernel updates or
+//! invalidates its caches itself; OPEN/OPENDIR answer ENOSYS so the kernel
+//! stops sending them (no_open: page cache kept across opens, directory
+//! listings cached); lookups of missing names are answered with negative
+//! entries so the kernel caches those too; readdirplus is enabled in the
+//! kernel's adaptive mode.
+
+mod convert;
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+use fuser::{
+    Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::core::{Caller, FallocMode, Fs, FsError, RenameFlags, SetAttr, Whence};
+use crate::sync::Arc;
+use convert::{errno, file_attr, negative_attr, set_time};
+
+/// How long the kernel may trust what we tell it (about 136 years).
+const TTL: Duration = Duration::from_secs(u32::MAX as u64);
+const GENERATION: Generation = Generation(0);
+
+/// The mounted file system: a handle on the core.
+pub struct MemFs {
+    fs: Arc<Fs>,
+}
+
+impl MemFs {
+    pub fn new(fs: Arc<Fs>) -> MemFs {
+        MemFs { fs }
+    }
+}
+
+fn caller(req: &Request) -> Caller {
+    Caller { uid: req.uid(), gid: req.gid(), pid: req.pid() }
+}
+
+fn bytes(name: &OsStr) -> &[u8] {
+    name.as_bytes()
+}
+
+fn reply_entry(reply: ReplyEntry, result: Result<crate::core::Attr, FsError>) {
+    match result {
+        Ok(attr) => reply.entry(&TTL, &file_attr(&attr), GENERATION),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, result: Result<(), FsError>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// getxattr/listxattr: size 0 asks for the length; a too-small buffer is ERANGE.
+fn reply_xattr(reply: ReplyXattr, size: u32, result: Result<Vec<u8>, FsError>) {
+    match result {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::from_i32(libc::ERANGE)),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+impl Filesystem for MemFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Each is optional: a kernel without it just does without.
+        for flag in [
+            InitFlags::FUSE_POSIX_ACL,
+            InitFlags::FUSE_DONT_MASK,
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+        ] {
+            let _ = config.add_capabilities(flag);
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.fs.lookup(parent.0, bytes(name)) {
+            Err(FsError::NotFound) => reply.entry(&TTL, &negative_attr(), GENERATION),
+            result => reply_entry(reply, result),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.fs.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0) {
+            Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr { mode, uid, gid, size, atime: atime.map(set_time), mtime: mtime.map(set_time) };
+        match self.fs.setattr(ino.0, &set, &caller(req)) {
+            Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        reply_entry(reply, self.fs.mknod(parent.0, bytes(name), mode, umask, rdev, &caller(req)));
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        reply_entry(reply, self.fs.mkdir(parent.0, bytes(name), mode, umask, &caller(req)));
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.fs.unlink(parent.0, bytes(name)));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.fs.rmdir(parent.0, bytes(name)));
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let target = target.as_os_str().as_bytes();
+        reply_entry(reply, self.fs.symlink(parent.0, bytes(link_name), target, &caller(req)));
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: FuseRenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let known =
+            FuseRenameFlags::RENAME_NOREPLACE | FuseRenameFlags::RENAME_EXCHANGE | FuseRenameFlags::RENAME_WHITEOUT;
+        if !known.contains(flags) {
+            return reply.error(Errno::from_i32(libc::EINVAL));
+        }
+        let flags = RenameFlags {
+            noreplace: flags.contains(FuseRenameFlags::RENAME_NOREPLACE),
+            exchange: flags.contains(FuseRenameFlags::RENAME_EXCHANGE),
+            whiteout: flags.contains(FuseRenameFlags::RENAME_WHITEOUT),
+        };
+        let result = self.fs.rename(parent.0, bytes(name), newparent.0, bytes(newname), flags, &caller(req));
+        reply_empty(reply, result);
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        reply_entry(reply, self.fs.link(ino.0, newparent.0, bytes(newname)));
+    }
+
+    /// ENOSYS: the kernel then stops sending OPEN (no_open) and keeps its page cache.
+    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(ino.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok(); // nothing to make durable
+    }
+
+    /// ENOSYS: the kernel then stops sending OPENDIR and caches listings.
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let result = self.fs.readdir(ino.0, offset, false, &mut |item| {
+            !reply.add(INodeNo(item.ino), item.offset, convert::file_type(item.kind), OsStr::from_bytes(item.name))
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let result = self.fs.readdir(ino.0, offset, true, &mut |item| {
+            let Some(attr) = item.attr else { return false };
+            !reply.add(
+                INodeNo(item.ino),
+                item.offset,
+                OsStr::from_bytes(item.name),
+                &TTL,
+                &file_attr(&attr),
+                GENERATION,
+            )
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(s.blocks, s.bfree, s.bfree, s.files, s.ffree, s.bsize, s.namelen, s.bsize);
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.fs.setxattr(ino.0, bytes(name), value, flags, &caller(req)));
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        reply_xattr(reply, size, self.fs.getxattr(ino.0, bytes(name), &caller(req)));
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        reply_xattr(reply, size, self.fs.listxattr(ino.0, &caller(req)));
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.fs.removexattr(ino.0, bytes(name), &caller(req)));
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self.fs.mknod(parent.0, bytes(name), mode, umask, 0, &caller(req)) {
+            Ok(attr) => reply.created(&TTL, &file_attr(&attr), GENERATION, FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let known = libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
+        if mode & !known != 0 {
+            return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
+        }
+        let mode = FallocMode {
+            keep_size: mode & libc::FALLOC_FL_KEEP_SIZE != 0,
+            punch_hole: mode & libc::FALLOC_FL_PUNCH_HOLE != 0,
+            zero_range: mode & libc::FALLOC_FL_ZERO_RANGE != 0,
+        };
+        reply_empty(reply, self.fs.fallocate(ino.0, offset, length, mode));
+    }
+
+    fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        let whence = match whence {
+            libc::SEEK_DATA => Whence::Data,
+            libc::SEEK_HOLE => Whence::Hole,
+            _ => return reply.error(Errno::from_i32(libc::EINVAL)),
+        };
+        let Ok(offset) = u64::try_from(offset) else {
+            return reply.error(Errno::from_i32(libc::ENXIO));
+        };
+        match self.fs.lseek(ino.0, offset, whence) {
+            Ok(pos) => reply.offset(pos as i64),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}

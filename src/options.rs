@@ -1,0 +1,425 @@
+//! Mount options: one table, tmpfs's names and meanings.
+//!
+//! Every option memfs accepts is a row of [`OPTIONS`]: its name, whether it
+//! takes a value, a one-line description and how it is applied. Anything
+//! else is refused with a message that names it. Sizes accept k, m, g, t
+//! suffixes (powers of 1024, as tmpfs's memparse) and, for `size=`, a
+//! percentage of RAM; `nr_inodes=0` and `size=0` mean unlimited.
+
+use fuser::MountOption;
+
+use crate::core::types::PAGE_SIZE;
+
+/// Options after parsing, with defaults filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOptions {
+    /// Data limit in bytes (0 = unlimited).
+    pub size: u64,
+    /// Inode limit (0 = unlimited).
+    pub nr_inodes: u64,
+    /// Root directory mode (permission bits, sticky etc.).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// FUSE worker threads.
+    pub threads: usize,
+    pub noatime: bool,
+    /// Name shown as the source in /proc/mounts.
+    pub fsname: String,
+    /// VFS flags passed to the kernel (nosuid, nodev, noexec, ...).
+    pub flags: Vec<MountOption>,
+}
+
+/// How one row applies its value.
+type Apply = fn(&mut MountOptions, &str) -> Result<(), String>;
+
+/// One accepted option.
+pub struct OptionSpec {
+    pub name: &'static str,
+    /// Whether the option is written `name=value`.
+    pub takes_value: bool,
+    pub help: &'static str,
+    apply: Apply,
+}
+
+fn flag(o: &mut MountOptions, f: MountOption) {
+    o.flags.retain(|x| !conflicts(x, &f));
+    o.flags.push(f);
+}
+
+fn conflicts(a: &MountOption, b: &MountOption) -> bool {
+    use MountOption::*;
+    matches!(
+        (a, b),
+        (Dev | NoDev, Dev | NoDev)
+            | (Suid | NoSuid, Suid | NoSuid)
+            | (Exec | NoExec, Exec | NoExec)
+            | (Atime | NoAtime, Atime | NoAtime)
+            | (Sync | Async, Sync | Async)
+    )
+}
+
+/// The table. Adding an option is adding a row.
+pub const OPTIONS: &[OptionSpec] = &[
+    OptionSpec {
+        name: "size",
+        takes_value: true,
+        help: "data limit: bytes, k/m/g/t suffix, or N% of RAM; 0 = unlimited (default 50%)",
+        apply: |o, v| {
+            o.size = parse_size_option(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "nr_inodes",
+        takes_value: true,
+        help: "inode limit, k/m/g suffix allowed; 0 = unlimited (default: RAM pages / 2)",
+        apply: |o, v| {
+            o.nr_inodes = parse_count(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "mode",
+        takes_value: true,
+        help: "permission bits of the root directory, octal (default 1777)",
+        apply: |o, v| {
+            o.mode =
+                u32::from_str_radix(v, 8).ok().filter(|m| *m <= 0o7777).ok_or("must be an octal mode up to 7777")?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "uid",
+        takes_value: true,
+        help: "owner of the root directory (default: who mounts)",
+        apply: |o, v| {
+            o.uid = parse_id(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "gid",
+        takes_value: true,
+        help: "group of the root directory (default: who mounts)",
+        apply: |o, v| {
+            o.gid = parse_id(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "threads",
+        takes_value: true,
+        help: "FUSE worker threads, 1-64 (default 1: fastest on small machines, see docs/TUNABLES.md)",
+        apply: |o, v| {
+            o.threads = v.parse().ok().filter(|n| (1..=64).contains(n)).ok_or("must be a number from 1 to 64")?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "fsname",
+        takes_value: true,
+        help: "source name shown in /proc/mounts (default memfs)",
+        apply: |o, v| {
+            if v.is_empty() || v.contains([',', ' ', '\n']) {
+                return Err("must be non-empty without commas or spaces".into());
+            }
+            o.fsname = v.to_string();
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "noatime",
+        takes_value: false,
+        help: "never update access times",
+        apply: |o, _| {
+            o.noatime = true;
+            flag(o, MountOption::NoAtime);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "atime",
+        takes_value: false,
+        help: "update access times (relatime rules; default)",
+        apply: |o, _| {
+            o.noatime = false;
+            flag(o, MountOption::Atime);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "relatime",
+        takes_value: false,
+        help: "same as atime (memfs always uses relatime rules)",
+        apply: |o, _| {
+            o.noatime = false;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "nosuid",
+        takes_value: false,
+        help: "ignore set-user/group-id bits on execution",
+        apply: |o, _| {
+            flag(o, MountOption::NoSuid);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "suid",
+        takes_value: false,
+        help: "honour set-user/group-id bits (default for root)",
+        apply: |o, _| {
+            flag(o, MountOption::Suid);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "nodev",
+        takes_value: false,
+        help: "do not interpret device nodes",
+        apply: |o, _| {
+            flag(o, MountOption::NoDev);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "dev",
+        takes_value: false,
+        help: "interpret device nodes (default for root)",
+        apply: |o, _| {
+            flag(o, MountOption::Dev);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "noexec",
+        takes_value: false,
+        help: "do not allow execution of programs",
+        apply: |o, _| {
+            flag(o, MountOption::NoExec);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "exec",
+        takes_value: false,
+        help: "allow execution of programs (default)",
+        apply: |o, _| {
+            flag(o, MountOption::Exec);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "sync",
+        takes_value: false,
+        help: "accepted; memory is always synchronous",
+        apply: |o, _| {
+            flag(o, MountOption::Sync);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "async",
+        takes_value: false,
+        help: "accepted (default)",
+        apply: |o, _| {
+            flag(o, MountOption::Async);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "dirsync",
+        takes_value: false,
+        help: "accepted; memory is always synchronous",
+        apply: |o, _| {
+            flag(o, MountOption::DirSync);
+            Ok(())
+        },
+    },
+    OptionSpec { name: "rw", takes_value: false, help: "read-write (the only mode)", apply: |_, _| Ok(()) },
+    OptionSpec {
+        name: "ro",
+        takes_value: false,
+        help: "refused: a new memory file system is empty, so read-only is useless",
+        apply: |_, _| {
+            Err("memfs cannot be mounted read-only: it starts empty, so a read-only mount could never hold anything"
+                .into())
+        },
+    },
+    OptionSpec {
+        name: "default_permissions",
+        takes_value: false,
+        help: "accepted; the kernel always checks permissions",
+        apply: |_, _| Ok(()),
+    },
+    OptionSpec {
+        name: "allow_other",
+        takes_value: false,
+        help: "accepted; a mount by root is always open to all users (as tmpfs)",
+        apply: |_, _| Ok(()),
+    },
+];
+
+/// Options that belong to mount(8) or fstab rather than to the file system;
+/// mount(8) may pass them to a helper, and they are ignored.
+const MOUNT_LEVEL: &[&str] = &[
+    "defaults",
+    "auto",
+    "noauto",
+    "user",
+    "nouser",
+    "users",
+    "owner",
+    "group",
+    "nofail",
+    "_netdev",
+    "loud",
+    "silent",
+    "nodiratime",
+    "diratime",
+    "strictatime",
+    "lazytime",
+    "nolazytime",
+];
+
+/// Parse a comma-separated option string over `defaults`.
+pub fn parse(opts: &str, defaults: MountOptions) -> Result<MountOptions, String> {
+    let mut o = defaults;
+    for item in opts.split(',').filter(|s| !s.is_empty()) {
+        let (name, value) = match item.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (item, None),
+        };
+        if MOUNT_LEVEL.contains(&name) || name.starts_with("x-") || name == "comment" {
+            continue;
+        }
+        let spec = OPTIONS
+            .iter()
+            .find(|s| s.name == name)
+            .ok_or_else(|| format!("unknown mount option '{item}' (see memfs --help for the list)"))?;
+        let value = match (spec.takes_value, value) {
+            (true, Some(v)) => v,
+            (true, None) => return Err(format!("mount option '{name}' needs a value: {name}=VALUE")),
+            (false, None) => "",
+            (false, Some(_)) => return Err(format!("mount option '{name}' takes no value")),
+        };
+        (spec.apply)(&mut o, value).map_err(|why| format!("invalid mount option '{item}': {why}"))?;
+    }
+    Ok(o)
+}
+
+/// Physical memory in bytes.
+pub fn ram_bytes() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+    (pages.max(0) as u64).saturating_mul(page.max(0) as u64)
+}
+
+impl MountOptions {
+    /// tmpfs's defaults: half of RAM, RAM pages / 2 inodes, mode 1777, owned by the mounter.
+    pub fn defaults(uid: u32, gid: u32) -> MountOptions {
+        let ram = ram_bytes();
+        MountOptions {
+            size: ram / 2,
+            nr_inodes: ram / PAGE_SIZE / 2,
+            mode: 0o1777,
+            uid,
+            gid,
+            threads: 1,
+            noatime: false,
+            fsname: "memfs".into(),
+            flags: vec![],
+        }
+    }
+
+    /// `size=` in whole pages, rounded up (as tmpfs).
+    pub fn max_pages(&self) -> u64 {
+        self.size.div_ceil(PAGE_SIZE)
+    }
+}
+
+/// A byte count with k/m/g/t/p/e suffix (1024-based), or N% of RAM.
+fn parse_size_option(v: &str) -> Result<u64, String> {
+    if let Some(pct) = v.strip_suffix('%') {
+        let pct: u64 = pct.parse().map_err(|_| "percentage must be a whole number".to_string())?;
+        if pct == 0 || pct > 100 {
+            return Err("percentage must be between 1 and 100".into());
+        }
+        return Ok(ram_bytes() / 100 * pct);
+    }
+    parse_count(v)
+}
+
+/// A count with an optional k/m/g/t/p/e suffix (powers of 1024).
+fn parse_count(v: &str) -> Result<u64, String> {
+    if v.is_empty() || !v.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err("must be a number, optionally followed by k, m, g or t".into());
+    }
+    let cfg = parse_size::Config::new().with_binary();
+    cfg.parse_size(v).map_err(|e| format!("{e}; use a number with an optional k, m, g or t suffix"))
+}
+
+fn parse_id(v: &str) -> Result<u32, String> {
+    v.parse().map_err(|_| "must be a numeric id".to_string())
+}
+
+/// The option table as text, for --help.
+pub fn help_table() -> String {
+    let mut s = String::new();
+    for o in OPTIONS {
+        let name = if o.takes_value { format!("{}=", o.name) } else { o.name.to_string() };
+        s.push_str(&format!("  {name:<20} {}\n", o.help));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d() -> MountOptions {
+        MountOptions::defaults(0, 0)
+    }
+
+    #[test]
+    fn sizes_and_suffixes() {
+        let o = parse("size=1G,nr_inodes=1k,mode=755,uid=5,gid=6", d()).unwrap();
+        assert_eq!((o.size, o.nr_inodes, o.mode, o.uid, o.gid), (1 << 30, 1024, 0o755, 5, 6));
+        assert_eq!(parse("size=100m", d()).unwrap().size, 100 << 20);
+        assert_eq!(parse("size=4097", d()).unwrap().max_pages(), 2);
+        let half = parse("size=50%", d()).unwrap().size;
+        assert!(half > 0 && half <= ram_bytes() / 2);
+        assert_eq!(parse("nr_inodes=0", d()).unwrap().nr_inodes, 0);
+    }
+
+    #[test]
+    fn refusals_name_the_option() {
+        for bad in [
+            "size=abc",
+            "size=-1",
+            "size=1x",
+            "size=0%",
+            "size=101%",
+            "mode=999",
+            "threads=0",
+            "uid=x",
+            "bogus",
+            "size",
+            "noatime=1",
+        ] {
+            let err = parse(bad, d()).unwrap_err();
+            let name = bad.split('=').next().unwrap();
+            assert!(err.contains(name), "{bad}: {err}");
+        }
+        assert!(parse("ro", d()).unwrap_err().contains("read-only"));
+    }
+
+    #[test]
+    fn mount_level_options_are_ignored_and_flags_do_not_conflict() {
+        let o = parse("defaults,noauto,x-systemd.automount,nodev,dev,noatime", d()).unwrap();
+        assert_eq!(o.flags, vec![MountOption::Dev, MountOption::NoAtime]);
+        assert!(o.noatime);
+    }
+}
