@@ -2,9 +2,9 @@
 //! xattrs in the user., trusted., security. namespaces, POSIX ACLs, statfs.
 //!
 //! Rules kept here because the kernel leaves them to the file system (see
-//! mm/shmem.c and fs/attr.c): any setattr sets ctime, except a truncate to
-//! the current size; a size change sets mtime; chmod by a caller outside the
-//! file's group clears S_ISGID; chmod rewrites an access ACL; setting an
+//! mm/shmem.c and fs/attr.c): any setattr sets ctime; a truncate sets mtime
+//! (even to the same size) and clears set-id bits of an unprivileged caller;
+//! chmod by a caller outside the file's group clears S_ISGID; chmod rewrites an access ACL; setting an
 //! access ACL sets the mode and is dropped if the mode says it all; xattrs
 //! cost inode space like tmpfs's; trusted.* is hidden from non-root lists.
 
@@ -78,24 +78,17 @@ impl Fs {
             None => None,
         };
         let mut m = inode.meta();
-        let mut changed_ctime = true;
         if let (Some(size), Some(data)) = (req.size, data.as_mut()) {
             if size < m.size {
                 let removed = data.truncate(size);
                 self.usage.uncharge_pages(removed);
                 m.pages -= removed;
             }
-            if size != m.size {
-                m.size = size;
-                m.mtime = now;
-            } else if req.mode.is_none()
-                && req.uid.is_none()
-                && req.gid.is_none()
-                && req.mtime.is_none()
-                && req.atime.is_none()
-            {
-                changed_ctime = false;
-            }
+            // truncate, ftruncate and O_TRUNC set mtime even at the same
+            // size on tmpfs (the VFS passes ATTR_MTIME; FUSE drops it).
+            m.size = size;
+            m.mtime = now;
+            m.kill_privs(caller);
         }
         if let Some(uid) = req.uid {
             m.uid = uid;
@@ -126,9 +119,7 @@ impl Fs {
         if let Some(t) = req.mtime {
             m.mtime = resolve(t);
         }
-        if changed_ctime {
-            m.ctime = now;
-        }
+        m.ctime = now;
         Ok(inode.attr_of(&m))
     }
 

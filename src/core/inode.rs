@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use super::data::FileData;
 use super::dir::Dir;
-use super::types::{Attr, Ino, Kind, Timespec};
+use super::types::{mode, Attr, Caller, Ino, Kind, Timespec};
 use super::usage::{xattr_cost, Usage};
 use crate::sync::{Arc, AtomicU64, Mutex, MutexGuard, Ordering, RwLock};
 
@@ -68,6 +68,19 @@ impl Meta {
         self.ctime = now;
     }
 
+    /// A write or truncate by a caller without CAP_FSETID clears set-user-id,
+    /// and set-group-id when group-execute is set or the caller is outside
+    /// the file's group (fs/attr.c setattr_should_drop_suidgid).
+    pub fn kill_privs(&mut self, caller: &Caller) {
+        if caller.uid == 0 || self.perm & (mode::S_ISUID | mode::S_ISGID) == 0 {
+            return;
+        }
+        self.perm &= !mode::S_ISUID;
+        if self.perm & mode::S_ISGID != 0 && (self.perm & mode::S_IXGRP != 0 || !caller.in_group(self.gid)) {
+            self.perm &= !mode::S_ISGID;
+        }
+    }
+
     /// relatime: update atime only if it is older than mtime/ctime or a day old.
     pub fn touch_accessed(&mut self, now: Timespec) {
         if self.atime <= self.mtime || self.atime <= self.ctime || now.sec - self.atime.sec >= 86_400 {
@@ -101,6 +114,7 @@ pub struct Inode {
 impl Inode {
     /// A new inode; the caller has already charged its inode space and any pages in `meta`.
     pub fn new(ino: Ino, kind: Kind, meta: Meta, content: Content, usage: Arc<Usage>) -> Inode {
+        usage.inode_created();
         Inode { ino, kind, lookups: AtomicU64::new(0), meta: Mutex::new(meta), content, usage }
     }
 
@@ -172,5 +186,6 @@ impl Drop for Inode {
             m.extra.as_ref().map(|e| e.xattrs.iter().map(|(k, v)| xattr_cost(k.len(), v.len())).sum()).unwrap_or(0);
         self.usage.uncharge_ispace(xattr_space);
         self.usage.uncharge_inode();
+        self.usage.inode_freed();
     }
 }

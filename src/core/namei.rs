@@ -9,6 +9,7 @@
 use super::acl::Acl;
 use super::inode::{Content, Inode, Meta, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
+use super::usage::Usage;
 use super::{DirLocks, Fs, FsError, FsResult};
 use crate::sync::Arc;
 
@@ -208,7 +209,12 @@ impl Fs {
             if m.nlink == 0 {
                 return Err(FsError::NotFound);
             }
-            m.nlink = m.nlink.checked_add(1).ok_or(FsError::TooManyLinks)?;
+            let nlink = m.nlink.checked_add(1).ok_or(FsError::TooManyLinks)?;
+            // As shmem_link: every extra name costs an inode's worth of inode space.
+            if !self.usage.charge_inode() {
+                return Err(FsError::NoSpace);
+            }
+            m.nlink = nlink;
             m.ctime = now;
         }
         inode.add_lookup();
@@ -235,11 +241,7 @@ impl Fs {
         let child = self.get(entry.ino)?;
         dir.remove(name);
         let now = Timespec::now();
-        {
-            let mut m = child.meta();
-            m.nlink = m.nlink.saturating_sub(1);
-            m.ctime = now;
-        }
+        drop_link(&child, &self.usage, now);
         let mut pm = p.meta();
         pm.size -= DIRENT_SIZE;
         pm.touch_modified(now);
@@ -393,10 +395,13 @@ impl Fs {
         match mv.dst {
             Some(dst) => {
                 locks.get(np.ino).replace(mv.newname, src.ino, src.kind);
-                let mut dm = dst.meta();
-                dm.nlink = if src_is_dir { 0 } else { dm.nlink.saturating_sub(1) };
-                dm.ctime = now;
-                drop(dm);
+                if src_is_dir {
+                    let mut dm = dst.meta();
+                    dm.nlink = 0;
+                    dm.ctime = now;
+                } else {
+                    drop_link(dst, &self.usage, now);
+                }
                 if src_is_dir {
                     adjust_nlink(op, -1);
                 }
@@ -531,6 +536,18 @@ fn whiteout_meta(caller: &Caller, parent: Ino, now: Timespec) -> Meta {
         parent,
         extra: None,
     }
+}
+
+/// One name of a non-directory is gone. As shmem_unlink, a name other than
+/// the last gives back the inode space its link took; the last one's goes
+/// when the inode is freed.
+fn drop_link(inode: &Inode, usage: &Usage, now: Timespec) {
+    let mut m = inode.meta();
+    if m.nlink > 1 {
+        usage.uncharge_inode();
+    }
+    m.nlink = m.nlink.saturating_sub(1);
+    m.ctime = now;
 }
 
 fn adjust_nlink(dir: &Inode, delta: i32) {

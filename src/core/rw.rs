@@ -7,7 +7,7 @@
 
 use super::data::FileData;
 use super::inode::Inode;
-use super::types::{Ino, Kind, Timespec, MAX_FILE_SIZE};
+use super::types::{Caller, Ino, Kind, Timespec, MAX_FILE_SIZE};
 use super::{Fs, FsError, FsResult};
 use crate::sync::{Arc, RwLock};
 
@@ -52,7 +52,7 @@ impl Fs {
 
     /// Write `buf` at `off`. A write that only partly fits in `size=` is
     /// short; one of which nothing fits fails with ENOSPC.
-    pub fn write(&self, ino: Ino, off: u64, buf: &[u8]) -> FsResult<usize> {
+    pub fn write(&self, ino: Ino, off: u64, buf: &[u8], caller: &Caller) -> FsResult<usize> {
         let inode = self.file(ino)?;
         if off >= MAX_FILE_SIZE && !buf.is_empty() {
             return Err(FsError::FileTooBig);
@@ -65,6 +65,7 @@ impl Fs {
         if written > 0 {
             m.size = m.size.max(off + written as u64);
             m.touch_modified(Timespec::now());
+            m.kill_privs(caller);
         }
         drop(m);
         match (written, buf.len()) {

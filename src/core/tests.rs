@@ -33,7 +33,7 @@ fn create_write_read_and_sizes() {
     let a = file(&fs, ROOT_INO, "a");
     assert_eq!(a.perm, 0o644);
     assert_eq!((a.uid, a.gid, a.nlink), (1000, 1000, 1));
-    assert_eq!(fs.write(a.ino, 10, b"hello").unwrap(), 5);
+    assert_eq!(fs.write(a.ino, 10, b"hello", &ME).unwrap(), 5);
     assert_eq!(fs.read(a.ino, 0, 100).unwrap(), b"\0\0\0\0\0\0\0\0\0\0hello");
     let attr = fs.getattr(a.ino).unwrap();
     assert_eq!((attr.size, attr.blocks), (15, 8));
@@ -56,9 +56,9 @@ fn names_are_bytes_and_limited() {
 fn size_limit_gives_short_write_then_enospc_and_space_returns() {
     let fs = fs_with(4, 0);
     let a = file(&fs, ROOT_INO, "a");
-    let n = fs.write(a.ino, 0, &vec![1u8; 5 * PAGE_SIZE as usize]).unwrap();
+    let n = fs.write(a.ino, 0, &vec![1u8; 5 * PAGE_SIZE as usize], &ME).unwrap();
     assert_eq!(n, 4 * PAGE_SIZE as usize);
-    assert_eq!(fs.write(a.ino, n as u64, b"x"), Err(FsError::NoSpace));
+    assert_eq!(fs.write(a.ino, n as u64, b"x", &ME), Err(FsError::NoSpace));
     assert_eq!(fs.statfs().bfree, 0);
     fs.unlink(ROOT_INO, b"a").unwrap();
     // The creator's lookup reference keeps it alive until forgotten.
@@ -153,7 +153,7 @@ fn hard_links_and_unlinked_open_file() {
     fs.unlink(ROOT_INO, b"a").unwrap();
     fs.unlink(ROOT_INO, b"b").unwrap();
     // Still referenced by the kernel (two lookups): readable and writable.
-    assert_eq!(fs.write(a.ino, 0, b"still here").unwrap(), 10);
+    assert_eq!(fs.write(a.ino, 0, b"still here", &ME).unwrap(), 10);
     assert_eq!(fs.getattr(a.ino).unwrap().nlink, 0);
     assert_eq!(fs.link(a.ino, ROOT_INO, b"c"), Err(FsError::NotFound));
     fs.forget(a.ino, 2);
@@ -212,7 +212,7 @@ fn fallocate_and_seek() {
     let attr = fs.getattr(a.ino).unwrap();
     assert_eq!((attr.size, attr.blocks), (0, 24));
     assert_eq!(fs.fallocate(a.ino, 0, 20 * PAGE_SIZE, FallocMode::default()), Err(FsError::NoSpace));
-    fs.write(a.ino, 5 * PAGE_SIZE, b"data").unwrap();
+    fs.write(a.ino, 5 * PAGE_SIZE, b"data", &ME).unwrap();
     assert_eq!(fs.lseek(a.ino, 0, Whence::Data).unwrap(), 5 * PAGE_SIZE);
     assert_eq!(fs.lseek(a.ino, 5 * PAGE_SIZE, Whence::Hole).unwrap(), 5 * PAGE_SIZE + 4);
     let punch = FallocMode { keep_size: true, punch_hole: true, ..Default::default() };

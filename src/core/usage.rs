@@ -84,17 +84,21 @@ impl Usage {
         self.max_inodes.load(Ordering::Acquire).saturating_mul(INODE_COST)
     }
 
+    /// Charge one inode's worth of inode space (a new inode, or an extra hard link).
     pub fn charge_inode(&self) -> bool {
-        if try_add(&self.used_ispace, INODE_COST, self.ispace_limit()) {
-            self.inodes.fetch_add(1, Ordering::AcqRel);
-            true
-        } else {
-            false
-        }
+        try_add(&self.used_ispace, INODE_COST, self.ispace_limit())
     }
 
     pub fn uncharge_inode(&self) {
         self.used_ispace.fetch_sub(INODE_COST, Ordering::AcqRel);
+    }
+
+    /// Count a live inode (statistics only; the limit is on inode space).
+    pub fn inode_created(&self) {
+        self.inodes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub fn inode_freed(&self) {
         self.inodes.fetch_sub(1, Ordering::AcqRel);
     }
 

@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, FileType, INodeNo, TimeOrNow};
 
-use crate::core::{Attr, FsError, Kind, SetTime};
+use crate::core::{Attr, FsError, Kind, SetTime, Timespec};
 
 /// The errno for each core error.
 pub fn errno(e: FsError) -> Errno {
@@ -85,9 +85,36 @@ pub fn negative_attr() -> FileAttr {
     }
 }
 
+/// A setattr time from fuser. fuser 0.18 turns a pre-1970 (sec, nsec) into
+/// EPOCH - (|sec| + nsec) instead of EPOCH - |sec| + nsec (its TODO in
+/// time.rs); undo that here, which is why fuser is pinned to =0.18.0.
 pub fn set_time(t: TimeOrNow) -> SetTime {
     match t {
         TimeOrNow::Now => SetTime::Now,
-        TimeOrNow::SpecificTime(t) => SetTime::At(t.into()),
+        TimeOrNow::SpecificTime(t) => SetTime::At(from_fuser_time(t)),
+    }
+}
+
+fn from_fuser_time(t: SystemTime) -> Timespec {
+    match SystemTime::UNIX_EPOCH.duration_since(t) {
+        Ok(before) if !before.is_zero() => {
+            Timespec { sec: -i64::try_from(before.as_secs()).unwrap_or(i64::MAX), nsec: before.subsec_nanos() }
+        }
+        _ => t.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn pre_epoch_times_from_fuser_are_corrected() {
+        // fuser hands (-1 s, 500 ns) over as EPOCH - 1.0000005 s.
+        let t = SystemTime::UNIX_EPOCH - Duration::new(1, 500);
+        assert_eq!(from_fuser_time(t), Timespec { sec: -1, nsec: 500 });
+        let after = SystemTime::UNIX_EPOCH + Duration::new(5, 7);
+        assert_eq!(from_fuser_time(after), Timespec { sec: 5, nsec: 7 });
     }
 }

@@ -9,7 +9,10 @@
 //! because every change passes through this mount and the kernel updates or
 //! invalidates its caches itself; OPEN/OPENDIR answer ENOSYS so the kernel
 //! stops sending them (no_open: page cache kept across opens, directory
-//! listings cached); lookups of missing names are answered with negative
+//! listings cached); CREATE is not implemented either, so the kernel creates
+//! with MKNOD and opens without a request, and no RELEASE is ever sent (an
+//! async RELEASE would hold a deleted file's inode, and its space, after
+//! close); lookups of missing names are answered with negative
 //! entries so the kernel caches those too; readdirplus is enabled in the
 //! kernel's adaptive mode.
 
@@ -21,8 +24,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use fuser::{
-    Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags as FuseRenameFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
     ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
@@ -215,7 +218,7 @@ impl Filesystem for MemFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -225,7 +228,7 @@ impl Filesystem for MemFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(ino.0, offset, data) {
+        match self.fs.write(ino.0, offset, data, &caller(req)) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(e)),
         }
@@ -300,22 +303,6 @@ impl Filesystem for MemFs {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         reply_empty(reply, self.fs.removexattr(ino.0, bytes(name), &caller(req)));
-    }
-
-    fn create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        match self.fs.mknod(parent.0, bytes(name), mode, umask, 0, &caller(req)) {
-            Ok(attr) => reply.created(&TTL, &file_attr(&attr), GENERATION, FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
-            Err(e) => reply.error(errno(e)),
-        }
     }
 
     fn fallocate(
