@@ -71,8 +71,8 @@ def mounted(kind, options="size=4G", base=None):
     """Context manager: a fresh mount of `kind` in a new temporary directory."""
     path = tempfile.mkdtemp(prefix=f"{kind}-", dir=base)
     os.chmod(path, 0o755)
-    mount(kind, path, options)
     try:
+        mount(kind, path, options)
         yield path
     finally:
         umount(path)

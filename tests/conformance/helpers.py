@@ -11,6 +11,7 @@ import ctypes.util
 import errno
 import multiprocessing
 import os
+import time
 import shutil
 
 import pytest
@@ -357,3 +358,19 @@ def readdir_all(path):
 def require_tool(name):
     if shutil.which(name) is None:
         pytest.fail(f"required tool {name!r} is not installed (Debian: apt-get install acl)")
+
+
+def settle(fn, expected, timeout=2.0):
+    """fn() once it equals `expected`, else its value after `timeout` seconds.
+
+    memfs gives a deleted inode's space back when the kernel's FORGET for it
+    arrives, which the kernel queues asynchronously (docs/SEMANTICS.md);
+    tmpfs does it before unlink returns. Callers still assert the value, so
+    space that never comes back fails the test.
+    """
+    deadline = time.monotonic() + timeout
+    value = fn()
+    while value != expected and time.monotonic() < deadline:
+        time.sleep(0.005)
+        value = fn()
+    return value

@@ -236,7 +236,7 @@ def test_telldir_seekdir(fs_dir):
         assert [e[0] for e in d.read_all()] == [n for _, n in positions]
 
 
-def test_seekdir_stable_across_deletions(fs_dir):
+def test_seekdir_stable_across_deletions(fs_dir, fs_kind):
     base = os.fsencode(fs_dir)
     for i in range(400):
         os.mknod(base + b"/g%04d" % i)
@@ -257,4 +257,10 @@ def test_seekdir_stable_across_deletions(fs_dir):
             d.seek(pos)
             assert d.read()[0] == name
         d.seek(kept[len(kept) // 2][0])
-        assert [e[0] for e in d.read_all()] == [n for _, n in kept[len(kept) // 2:]]
+        rest = [e[0] for e in d.read_all()]
+        if fs_kind == "memfs":
+            # docs/SEMANTICS.md: a stream opened before the deletions may
+            # still return the deleted names; every kept one, once, in order.
+            deleted = {n for i, (_, n) in enumerate(positions) if i % 2}
+            rest = [n for n in rest if n not in deleted]
+        assert rest == [n for _, n in kept[len(kept) // 2:]]
