@@ -140,6 +140,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<MemFs
         root_uid: opts.uid,
         root_gid: opts.gid,
         noatime: opts.noatime,
+        dir_index: Default::default(),
+        reserved_name: None,
     }));
     let mut session = Session::new(MemFs::new(fs), mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;

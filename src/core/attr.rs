@@ -9,11 +9,47 @@
 //! cost inode space like tmpfs's; trusted.* is hidden from non-root lists.
 
 use super::acl::{self, Acl};
+use super::inode::{extra_bytes, Meta};
 use super::types::{
     mode, Attr, Caller, Ino, Kind, SetAttr, SetTime, StatFs, Timespec, MAX_FILE_SIZE, NAME_MAX, PAGE_SIZE,
 };
-use super::usage::{xattr_cost, INODE_COST};
+use super::usage::{xattr_cost, Usage, INODE_COST};
 use super::{rw::data_lock, Fs, FsError, FsResult};
+use crate::sync::MutexGuard;
+
+/// A metadata guard that counts the change in xattr/ACL bytes when dropped.
+struct MetaBytes<'a> {
+    usage: &'a Usage,
+    meta: MutexGuard<'a, Meta>,
+    before: u64,
+}
+
+impl<'a> MetaBytes<'a> {
+    fn new(usage: &'a Usage, meta: MutexGuard<'a, Meta>) -> Self {
+        let before = extra_bytes(meta.extra.as_deref());
+        MetaBytes { usage, meta, before }
+    }
+}
+
+impl std::ops::Deref for MetaBytes<'_> {
+    type Target = Meta;
+    fn deref(&self) -> &Meta {
+        &self.meta
+    }
+}
+
+impl std::ops::DerefMut for MetaBytes<'_> {
+    fn deref_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+}
+
+impl Drop for MetaBytes<'_> {
+    fn drop(&mut self) {
+        let after = extra_bytes(self.meta.extra.as_deref());
+        self.usage.account_meta(after as i64 - self.before as i64);
+    }
+}
 
 /// setxattr flags.
 pub const XATTR_CREATE: i32 = 1;
@@ -83,6 +119,7 @@ impl Fs {
                 let removed = data.truncate(size);
                 self.usage.uncharge_pages(removed);
                 m.pages -= removed;
+                self.usage.account_uid(m.uid, -(removed as i64), 0);
             }
             // truncate, ftruncate and O_TRUNC set mtime even at the same
             // size on tmpfs (the VFS passes ATTR_MTIME; FUSE drops it).
@@ -91,6 +128,7 @@ impl Fs {
             m.kill_privs(caller);
         }
         if let Some(uid) = req.uid {
+            self.usage.move_uid(m.uid, uid, m.pages);
             m.uid = uid;
         }
         if let Some(gid) = req.gid {
@@ -133,7 +171,7 @@ impl Fs {
                 let (bits, keep) = a.equiv_mode();
                 let gid = inode.meta().gid;
                 let strip_sgid = caller.uid != 0 && !caller.in_group(gid);
-                let mut m = inode.meta();
+                let mut m = MetaBytes::new(&self.usage, inode.meta());
                 m.perm = (m.perm & !0o777) | bits;
                 if strip_sgid {
                     m.perm &= !mode::S_ISGID;
@@ -147,13 +185,13 @@ impl Fs {
                     return Err(FsError::Access);
                 }
                 let a = Acl::parse(value)?;
-                let mut m = inode.meta();
+                let mut m = MetaBytes::new(&self.usage, inode.meta());
                 m.extra_mut().acl_default = (!a.is_empty()).then(|| a.to_bytes().into_boxed_slice());
                 m.ctime = now;
                 Ok(())
             }
             Namespace::Plain { .. } => {
-                let mut m = inode.meta();
+                let mut m = MetaBytes::new(&self.usage, inode.meta());
                 let xattrs = &mut m.extra_mut().xattrs;
                 let old = xattrs.get(name).map(|v| xattr_cost(name.len(), v.len()));
                 if flags & XATTR_CREATE != 0 && old.is_some() {
@@ -218,7 +256,7 @@ impl Fs {
     pub fn removexattr(&self, ino: Ino, name: &[u8], caller: &Caller) -> FsResult<()> {
         let inode = self.get(ino)?;
         let ns = namespace(name)?;
-        let mut m = inode.meta();
+        let mut m = MetaBytes::new(&self.usage, inode.meta());
         let now = Timespec::now();
         match ns {
             // Removing an absent ACL succeeds, as on tmpfs.

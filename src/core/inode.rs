@@ -25,6 +25,21 @@ use crate::sync::{Arc, AtomicU64, Mutex, MutexGuard, Ordering, RwLock};
 /// Bytes a directory's size grows by per entry (tmpfs's BOGO_DIRENT_SIZE).
 pub const DIRENT_SIZE: u64 = 20;
 
+/// Estimated heap bytes of one directory entry beyond its name: the shared
+/// name allocation's header, the name index and cookie index slots.
+pub const DIRENT_META_BYTES: u64 = 80;
+
+/// Estimated heap bytes of one xattr beyond its name and value.
+const XATTR_META_BYTES: u64 = 48;
+
+/// Estimated heap bytes of rarely used metadata (xattrs, ACLs).
+pub fn extra_bytes(extra: Option<&Extra>) -> u64 {
+    let Some(e) = extra else { return 0 };
+    let xattrs: u64 = e.xattrs.iter().map(|(k, v)| (k.len() + v.len()) as u64 + XATTR_META_BYTES).sum();
+    let acls = [&e.acl_access, &e.acl_default].iter().filter_map(|a| a.as_ref()).map(|a| a.len() as u64).sum::<u64>();
+    std::mem::size_of::<Extra>() as u64 + xattrs + acls
+}
+
 /// Rarely used metadata, boxed so that inodes without it pay one pointer.
 #[derive(Debug, Default)]
 pub struct Extra {
@@ -115,6 +130,8 @@ impl Inode {
     /// A new inode; the caller has already charged its inode space and any pages in `meta`.
     pub fn new(ino: Ino, kind: Kind, meta: Meta, content: Content, usage: Arc<Usage>) -> Inode {
         usage.inode_created();
+        usage.account_uid(meta.uid, meta.pages as i64, 1);
+        usage.account_meta(meta_bytes(kind, &content, &meta) as i64);
         Inode { ino, kind, lookups: AtomicU64::new(0), meta: Mutex::new(meta), content, usage }
     }
 
@@ -178,9 +195,25 @@ impl Inode {
     }
 }
 
+/// Estimated heap bytes of an inode's metadata: the inode, its table slot,
+/// a directory's index headers, a symlink's target, xattrs and ACLs.
+fn meta_bytes(kind: Kind, content: &Content, m: &Meta) -> u64 {
+    let base = std::mem::size_of::<Inode>() as u64 + 16 + 24;
+    let body = match content {
+        Content::Dir(_) => std::mem::size_of::<RwLock<Dir>>() as u64,
+        Content::Symlink(t) => t.len() as u64,
+        _ => 0,
+    };
+    debug_assert_eq!(kind == Kind::Dir, matches!(content, Content::Dir(_)));
+    base + body + extra_bytes(m.extra.as_deref())
+}
+
 impl Drop for Inode {
     fn drop(&mut self) {
+        let bytes = meta_bytes(self.kind, &self.content, self.meta.get_mut());
         let m = self.meta.get_mut();
+        self.usage.account_meta(-(bytes as i64));
+        self.usage.account_uid(m.uid, -(m.pages as i64), -1);
         self.usage.uncharge_pages(m.pages);
         let xattr_space: u64 =
             m.extra.as_ref().map(|e| e.xattrs.iter().map(|(k, v)| xattr_cost(k.len(), v.len())).sum()).unwrap_or(0);

@@ -36,19 +36,20 @@ pub mod usage;
 use dashmap::DashMap;
 
 pub use attr::{XATTR_CREATE, XATTR_REPLACE};
+pub use dir::DirIndex;
 pub use error::{FsError, FsResult};
 pub use namei::{DirItem, RenameFlags};
 pub use rw::{FallocMode, Whence};
 pub use types::{Attr, Caller, Ino, Kind, SetAttr, SetTime, StatFs, Timespec, ROOT_INO};
-pub use usage::UsageSnapshot;
+pub use usage::{UidUsage, UsageSnapshot};
 
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering, RwLockWriteGuard};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, RwLock, RwLockWriteGuard};
 use dir::Dir;
 use inode::{Content, Inode, Meta, DIRENT_SIZE};
 use usage::Usage;
 
 /// Settings fixed at mount time.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct FsConfig {
     /// `size=` in pages (0 = unlimited).
     pub max_pages: u64,
@@ -60,6 +61,26 @@ pub struct FsConfig {
     pub root_gid: u32,
     /// Never update atime (mount option `noatime`).
     pub noatime: bool,
+    /// How directories index names (`dirindex=`).
+    pub dir_index: DirIndex,
+    /// A name in the root directory no file may take (the control directory's).
+    pub reserved_name: Option<Vec<u8>>,
+}
+
+impl FsConfig {
+    /// Limits in pages and inodes, everything else as tmpfs's defaults for root.
+    pub fn with_limits(max_pages: u64, max_inodes: u64) -> FsConfig {
+        FsConfig {
+            max_pages,
+            max_inodes,
+            root_mode: 0o1777,
+            root_uid: 0,
+            root_gid: 0,
+            noatime: false,
+            dir_index: DirIndex::default(),
+            reserved_name: None,
+        }
+    }
 }
 
 /// A memory file system.
@@ -73,6 +94,10 @@ pub struct Fs {
     /// s_vfs_rename_mutex).
     rename_lock: Mutex<()>,
     noatime: bool,
+    dir_index: DirIndex,
+    reserved_name: Option<Box<[u8]>>,
+    /// Discard written bytes, keeping sizes (tunable `no_data`, for metadata benchmarks).
+    no_data: AtomicBool,
 }
 
 impl Fs {
@@ -84,6 +109,9 @@ impl Fs {
             usage: usage.clone(),
             rename_lock: Mutex::new(()),
             noatime: cfg.noatime,
+            dir_index: cfg.dir_index,
+            reserved_name: cfg.reserved_name.map(Vec::into_boxed_slice),
+            no_data: AtomicBool::new(false),
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.
@@ -104,7 +132,8 @@ impl Fs {
             parent: ROOT_INO,
             extra: None,
         };
-        let root = Inode::new(ROOT_INO, Kind::Dir, meta, Content::Dir(Box::default()), usage);
+        let root_dir = Content::Dir(Box::new(RwLock::new(Dir::new(cfg.dir_index))));
+        let root = Inode::new(ROOT_INO, Kind::Dir, meta, root_dir, usage);
         // The kernel's reference to the root is implicit and never forgotten.
         root.add_lookup();
         fs.inodes.insert(ROOT_INO, Arc::new(root));
@@ -150,6 +179,45 @@ impl Fs {
     /// Number of inodes in the table (live, including unlinked-but-referenced).
     pub fn inode_count(&self) -> usize {
         self.inodes.len()
+    }
+
+    /// Pages and inodes each owner has, sorted by uid.
+    pub fn usage_by_uid(&self) -> Vec<UidUsage> {
+        self.usage.by_uid()
+    }
+
+    /// Change `size=` live, in pages (0 = unlimited). Growing always works;
+    /// shrinking below what is stored is refused and changes nothing.
+    pub fn set_max_pages(&self, pages: u64) -> FsResult<()> {
+        if self.usage.set_max_pages(pages) {
+            Ok(())
+        } else {
+            Err(FsError::Invalid)
+        }
+    }
+
+    /// Change `nr_inodes=` live (0 = unlimited); refused below what is in use.
+    pub fn set_max_inodes(&self, inodes: u64) -> FsResult<()> {
+        if self.usage.set_max_inodes(inodes) {
+            Ok(())
+        } else {
+            Err(FsError::Invalid)
+        }
+    }
+
+    /// Turn discarding of written bytes on or off (files keep their sizes;
+    /// discarded ranges read as zeros).
+    pub fn set_no_data(&self, on: bool) {
+        self.no_data.store(on, Ordering::Release);
+    }
+
+    pub fn no_data(&self) -> bool {
+        self.no_data.load(Ordering::Acquire)
+    }
+
+    /// Whether `name` in `parent` is the reserved control-directory name.
+    fn is_reserved(&self, parent: Ino, name: &[u8]) -> bool {
+        parent == ROOT_INO && self.reserved_name.as_deref() == Some(name)
     }
 }
 

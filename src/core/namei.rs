@@ -7,11 +7,12 @@
 //! ctime and the moved inode's ctime.
 
 use super::acl::Acl;
-use super::inode::{Content, Inode, Meta, DIRENT_SIZE};
+use super::dir::Dir;
+use super::inode::{Content, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
 use super::usage::Usage;
 use super::{DirLocks, Fs, FsError, FsResult};
-use crate::sync::Arc;
+use crate::sync::{Arc, RwLock};
 
 /// Symlink targets this long or longer (with their NUL) take a page, as in tmpfs.
 const SHORT_SYMLINK_LEN: usize = 128;
@@ -125,6 +126,9 @@ impl Fs {
 
     fn create_node(&self, parent: Ino, name: &[u8], caller: &Caller, node: NewNode<'_>) -> FsResult<Attr> {
         check_name(name)?;
+        if self.is_reserved(parent, name) {
+            return Err(FsError::Exists);
+        }
         let p = self.get(parent)?;
         let mut dir = p.dir().ok_or(FsError::NotDir)?.write();
         let inherited = {
@@ -147,7 +151,7 @@ impl Fs {
         }
         let now = Timespec::now();
         let (size, nlink, content) = match (node.kind, node.symlink) {
-            (Kind::Dir, _) => (2 * DIRENT_SIZE, 2, Content::Dir(Box::default())),
+            (Kind::Dir, _) => (2 * DIRENT_SIZE, 2, Content::Dir(Box::new(RwLock::new(Dir::new(self.dir_index))))),
             (Kind::File, _) => (0, 1, Content::File(Default::default())),
             (Kind::Symlink, Some(t)) => (t.len() as u64, 1, Content::Symlink(t.into())),
             _ => (0, 1, Content::Special),
@@ -176,7 +180,7 @@ impl Fs {
         };
         let inode = self.register(node.kind, meta, content);
         inode.add_lookup();
-        dir.insert(name, inode.ino, node.kind);
+        self.insert_entry(&mut dir, name, inode.ino, node.kind);
         let mut pm = p.meta();
         pm.size += DIRENT_SIZE;
         if node.kind == Kind::Dir {
@@ -191,6 +195,9 @@ impl Fs {
     /// Give `ino` another name.
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> FsResult<Attr> {
         check_name(newname)?;
+        if self.is_reserved(newparent, newname) {
+            return Err(FsError::Exists);
+        }
         let inode = self.get(ino)?;
         if inode.kind == Kind::Dir {
             return Err(FsError::NotPermitted);
@@ -218,7 +225,7 @@ impl Fs {
             m.ctime = now;
         }
         inode.add_lookup();
-        dir.insert(newname, inode.ino, inode.kind);
+        self.insert_entry(&mut dir, newname, inode.ino, inode.kind);
         let mut pm = p.meta();
         pm.size += DIRENT_SIZE;
         pm.touch_modified(now);
@@ -239,7 +246,7 @@ impl Fs {
             return Err(FsError::IsDir);
         }
         let child = self.get(entry.ino)?;
-        dir.remove(name);
+        self.remove_entry(&mut dir, name);
         let now = Timespec::now();
         drop_link(&child, &self.usage, now);
         let mut pm = p.meta();
@@ -271,7 +278,7 @@ impl Fs {
             if !locks.get(child.ino).is_empty() {
                 return Err(FsError::NotEmpty);
             }
-            locks.get(parent).remove(name);
+            self.remove_entry(locks.get(parent), name);
             let now = Timespec::now();
             {
                 let mut m = child.meta();
@@ -303,6 +310,9 @@ impl Fs {
             return Err(FsError::NameTooLong);
         }
         check_name(newname)?;
+        if self.is_reserved(newparent, newname) {
+            return Err(FsError::Exists);
+        }
         if flags.exchange && (flags.noreplace || flags.whiteout) {
             return Err(FsError::Invalid);
         }
@@ -390,7 +400,7 @@ impl Fs {
             return Err(FsError::NoSpace);
         }
         // Commit: nothing below can fail.
-        locks.get(op.ino).remove(mv.name);
+        self.remove_entry(locks.get(op.ino), mv.name);
         let src_is_dir = src.kind == Kind::Dir;
         match mv.dst {
             Some(dst) => {
@@ -408,7 +418,7 @@ impl Fs {
                 op.meta().size -= DIRENT_SIZE;
             }
             None => {
-                locks.get(np.ino).insert(mv.newname, src.ino, src.kind);
+                self.insert_entry(locks.get(np.ino), mv.newname, src.ino, src.kind);
                 if src_is_dir {
                     adjust_nlink(op, -1);
                     adjust_nlink(np, 1);
@@ -423,12 +433,25 @@ impl Fs {
         src.meta().ctime = now;
         if flags.whiteout {
             let w = self.register(Kind::CharDev, whiteout_meta(caller, op.ino, now), Content::Special);
-            locks.get(op.ino).insert(mv.name, w.ino, Kind::CharDev);
+            self.insert_entry(locks.get(op.ino), mv.name, w.ino, Kind::CharDev);
             op.meta().size += DIRENT_SIZE;
         }
         op.meta().touch_modified(now);
         np.meta().touch_modified(now);
         Ok(())
+    }
+
+    /// Add a directory entry, counting its metadata bytes.
+    fn insert_entry(&self, dir: &mut Dir, name: &[u8], ino: Ino, kind: Kind) {
+        dir.insert(name, ino, kind);
+        self.usage.account_meta((name.len() as u64 + DIRENT_META_BYTES) as i64);
+    }
+
+    /// Remove a directory entry, counting its metadata bytes.
+    fn remove_entry(&self, dir: &mut Dir, name: &[u8]) {
+        if dir.remove(name).is_some() {
+            self.usage.account_meta(-((name.len() as u64 + DIRENT_META_BYTES) as i64));
+        }
     }
 
     /// Whether directory `ancestor` is `dir` or one of its ancestors.

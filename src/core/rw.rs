@@ -59,9 +59,14 @@ impl Fs {
         }
         let room = (MAX_FILE_SIZE - off).min(buf.len() as u64) as usize;
         let mut data = data_lock(&inode).write();
-        let (written, added) = data.write(off, &buf[..room], &mut || self.usage.charge_pages(1));
+        let (written, added) = if self.no_data() {
+            (room, 0) // bytes discarded, size kept (tunable no_data)
+        } else {
+            data.write(off, &buf[..room], &mut || self.usage.charge_pages(1))
+        };
         let mut m = inode.meta();
         m.pages += added;
+        self.usage.account_uid(m.uid, added as i64, 0);
         if written > 0 {
             m.size = m.size.max(off + written as u64);
             m.touch_modified(Timespec::now());
@@ -90,6 +95,7 @@ impl Fs {
             self.usage.uncharge_pages(removed);
             let mut m = inode.meta();
             m.pages -= removed;
+            self.usage.account_uid(m.uid, -(removed as i64), 0);
             m.touch_modified(Timespec::now());
             return Ok(());
         }
@@ -101,6 +107,7 @@ impl Fs {
         debug_assert_eq!(added, missing);
         let mut m = inode.meta();
         m.pages += added;
+        self.usage.account_uid(m.uid, added as i64, 0);
         if !mode.keep_size && end > m.size {
             m.size = end;
         }

@@ -6,7 +6,7 @@ use crate::core::types::PAGE_SIZE;
 const ME: Caller = Caller { uid: 1000, gid: 1000, pid: 0 };
 
 fn fs_with(max_pages: u64, max_inodes: u64) -> Fs {
-    Fs::new(FsConfig { max_pages, max_inodes, root_mode: 0o1777, root_uid: 0, root_gid: 0, noatime: false })
+    Fs::new(FsConfig::with_limits(max_pages, max_inodes))
 }
 
 fn fs() -> Fs {
@@ -238,4 +238,89 @@ fn rmdir_and_whiteout() {
     assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 2);
     // Creating inside a removed directory fails.
     assert_eq!(fs.mknod(d.ino, b"x", libc::S_IFREG, 0, 0, &ME), Err(FsError::NotFound));
+}
+
+#[test]
+fn no_data_keeps_sizes_and_discards_bytes() {
+    let fs = fs_with(10, 0);
+    let a = file(&fs, ROOT_INO, "a");
+    fs.set_no_data(true);
+    assert_eq!(fs.write(a.ino, 0, &[7u8; 100_000], &ME).unwrap(), 100_000);
+    let attr = fs.getattr(a.ino).unwrap();
+    assert_eq!((attr.size, attr.blocks), (100_000, 0));
+    assert_eq!(fs.read(a.ino, 0, 8).unwrap(), vec![0u8; 8]);
+    fs.set_no_data(false);
+    fs.write(a.ino, 0, b"kept", &ME).unwrap();
+    assert_eq!(fs.read(a.ino, 0, 6).unwrap(), b"kept\0\0");
+}
+
+#[test]
+fn live_resize_moves_enospc_and_refuses_shrink_below_use() {
+    let fs = fs_with(2, 0);
+    let a = file(&fs, ROOT_INO, "a");
+    let big = vec![1u8; 4 * PAGE_SIZE as usize];
+    assert_eq!(fs.write(a.ino, 0, &big, &ME).unwrap(), 2 * PAGE_SIZE as usize);
+    assert_eq!(fs.set_max_pages(1), Err(FsError::Invalid));
+    assert_eq!(fs.statfs().blocks, 2);
+    fs.set_max_pages(4).unwrap();
+    assert_eq!(fs.write(a.ino, 2 * PAGE_SIZE, &big, &ME).unwrap(), 2 * PAGE_SIZE as usize);
+    let g = fs_with(0, 3);
+    file(&g, ROOT_INO, "x");
+    assert_eq!(g.set_max_inodes(1), Err(FsError::Invalid));
+    g.set_max_inodes(10).unwrap();
+    assert_eq!(g.statfs().ffree, 8);
+}
+
+#[test]
+fn usage_by_uid_follows_writes_chown_and_delete() {
+    let fs = fs();
+    let a = file(&fs, ROOT_INO, "a");
+    fs.write(a.ino, 0, &[1u8; 3 * PAGE_SIZE as usize], &ME).unwrap();
+    let by = |fs: &Fs| fs.usage_by_uid().into_iter().map(|u| (u.uid, u.pages, u.inodes)).collect::<Vec<_>>();
+    assert_eq!(by(&fs), vec![(0, 0, 1), (1000, 3, 1)]);
+    fs.setattr(a.ino, &SetAttr { uid: Some(7), ..Default::default() }, &Caller::ROOT).unwrap();
+    assert_eq!(by(&fs), vec![(0, 0, 1), (7, 3, 1)]);
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    fs.forget(a.ino, 1);
+    assert_eq!(by(&fs), vec![(0, 0, 1)]);
+}
+
+#[test]
+fn reserved_name_cannot_be_taken_in_root_only() {
+    let mut cfg = FsConfig::with_limits(100, 0);
+    cfg.reserved_name = Some(b".memfs".to_vec());
+    let fs = Fs::new(cfg);
+    assert_eq!(fs.mkdir(ROOT_INO, b".memfs", 0o755, 0, &ME), Err(FsError::Exists));
+    let a = file(&fs, ROOT_INO, "a");
+    assert_eq!(fs.link(a.ino, ROOT_INO, b".memfs"), Err(FsError::Exists));
+    let none = RenameFlags::default();
+    assert_eq!(fs.rename(ROOT_INO, b"a", ROOT_INO, b".memfs", none, &ME), Err(FsError::Exists));
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, &ME).unwrap();
+    assert!(fs.mkdir(d.ino, b".memfs", 0o755, 0, &ME).is_ok());
+}
+
+#[test]
+fn btree_index_behaves_like_hash_and_meta_bytes_return() {
+    let mut cfg = FsConfig::with_limits(100, 0);
+    cfg.dir_index = DirIndex::BTree;
+    let fs = Fs::new(cfg);
+    let base = fs.usage().meta_bytes;
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, &ME).unwrap();
+    for i in 0..100 {
+        file(&fs, d.ino, &format!("f{i}"));
+    }
+    fs.setxattr(d.ino, b"user.k", &[0u8; 500], 0, &ME).unwrap();
+    assert!(fs.usage().meta_bytes > base + 100 * 80 + 500);
+    assert_eq!(names(&fs, d.ino).len(), 102);
+    let f42 = fs.lookup(d.ino, b"f42").unwrap();
+    assert_eq!(f42.kind, Kind::File);
+    fs.forget(f42.ino, 1);
+    for i in 0..100 {
+        let ino = fs.lookup(d.ino, format!("f{i}").as_bytes()).unwrap().ino;
+        fs.unlink(d.ino, format!("f{i}").as_bytes()).unwrap();
+        fs.forget(ino, 2);
+    }
+    fs.rmdir(ROOT_INO, b"d").unwrap();
+    fs.forget(d.ino, 1);
+    assert_eq!(fs.usage().meta_bytes, base);
 }

@@ -14,6 +14,13 @@
 //!   units divided by [`INODE_COST`]. With `nr_inodes=0` nothing is limited.
 //!
 //! Charges use compare-and-swap so concurrent writers can never overshoot.
+//!
+//! Also kept here, for statistics: pages and inodes per owner uid (moved on
+//! chown), and an estimate of metadata bytes (inodes, names, xattrs). The
+//! per-uid map's locks are leaves: taken under an inode's `meta`, never
+//! holding anything else.
+
+use dashmap::DashMap;
 
 use crate::sync::{AtomicU64, Ordering};
 
@@ -37,6 +44,24 @@ pub struct Usage {
     used_ispace: AtomicU64,
     /// Live inodes (for statistics; the limit is on ispace).
     inodes: AtomicU64,
+    /// Estimated heap bytes of metadata.
+    meta_bytes: AtomicU64,
+    /// Pages and inodes per owner.
+    by_uid: DashMap<u32, UidCounters>,
+}
+
+#[derive(Debug, Default)]
+struct UidCounters {
+    pages: AtomicU64,
+    inodes: AtomicU64,
+}
+
+/// What one user owns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UidUsage {
+    pub uid: u32,
+    pub pages: u64,
+    pub inodes: u64,
 }
 
 /// A snapshot of [`Usage`].
@@ -47,6 +72,16 @@ pub struct UsageSnapshot {
     pub max_inodes: u64,
     pub used_ispace: u64,
     pub inodes: u64,
+    /// Estimated heap bytes of metadata (inodes, names, xattrs, symlink targets).
+    pub meta_bytes: u64,
+}
+
+fn add_signed(counter: &AtomicU64, n: i64) {
+    if n >= 0 {
+        counter.fetch_add(n as u64, Ordering::AcqRel);
+    } else {
+        counter.fetch_sub(n.unsigned_abs(), Ordering::AcqRel);
+    }
 }
 
 /// Add `n` to `counter` unless that passes `limit` (0 = no limit).
@@ -67,7 +102,47 @@ impl Usage {
             max_inodes: AtomicU64::new(max_inodes),
             used_ispace: AtomicU64::new(0),
             inodes: AtomicU64::new(0),
+            meta_bytes: AtomicU64::new(0),
+            by_uid: DashMap::new(),
         }
+    }
+
+    /// Add signed amounts to what `uid` owns.
+    pub fn account_uid(&self, uid: u32, pages: i64, inodes: i64) {
+        if pages == 0 && inodes == 0 {
+            return;
+        }
+        let c = self.by_uid.entry(uid).or_default();
+        add_signed(&c.pages, pages);
+        add_signed(&c.inodes, inodes);
+    }
+
+    /// Move `pages` and one inode from one owner to another (chown).
+    pub fn move_uid(&self, from: u32, to: u32, pages: u64) {
+        if from != to {
+            self.account_uid(from, -(pages as i64), -1);
+            self.account_uid(to, pages as i64, 1);
+        }
+    }
+
+    pub fn by_uid(&self) -> Vec<UidUsage> {
+        let mut v: Vec<UidUsage> = self
+            .by_uid
+            .iter()
+            .map(|r| UidUsage {
+                uid: *r.key(),
+                pages: r.pages.load(Ordering::Acquire),
+                inodes: r.inodes.load(Ordering::Acquire),
+            })
+            .filter(|u| u.pages > 0 || u.inodes > 0)
+            .collect();
+        v.sort_by_key(|u| u.uid);
+        v
+    }
+
+    /// Add a signed amount to the metadata byte estimate.
+    pub fn account_meta(&self, bytes: i64) {
+        add_signed(&self.meta_bytes, bytes);
     }
 
     pub fn charge_pages(&self, n: u64) -> bool {
@@ -139,6 +214,7 @@ impl Usage {
             max_inodes: self.max_inodes.load(Ordering::Acquire),
             used_ispace: self.used_ispace.load(Ordering::Acquire),
             inodes: self.inodes.load(Ordering::Acquire),
+            meta_bytes: self.meta_bytes.load(Ordering::Acquire),
         }
     }
 }
@@ -167,6 +243,15 @@ mod tests {
         assert!(!u.charge_inode());
         u.uncharge_ispace(xattr_cost(6, 100));
         assert!(u.charge_inode());
+    }
+
+    #[test]
+    fn per_uid_moves_on_chown() {
+        let u = Usage::new(0, 0);
+        u.account_uid(5, 3, 1);
+        u.account_uid(6, 0, 1);
+        u.move_uid(5, 6, 3);
+        assert_eq!(u.by_uid(), vec![UidUsage { uid: 6, pages: 3, inodes: 2 }]);
     }
 
     #[test]
