@@ -114,17 +114,27 @@ impl Fs {
             None => None,
         };
         let mut m = inode.meta();
+        let mut unchanged_ctime = false;
         if let (Some(size), Some(data)) = (req.size, data.as_mut()) {
-            if size < m.size {
+            // tmpfs sets mtime/ctime when the size changes, when pages are
+            // cut (shmem_truncate_range), and always for ftruncate and
+            // O_TRUNC (the VFS passes ATTR_MTIME, which FUSE drops). Without
+            // a file handle, O_TRUNC and truncate(2) look alike: a truncate
+            // to 0 is taken as O_TRUNC, so `: > stamp` marks an empty stamp
+            // file modified (docs/SEMANTICS.md).
+            let times = size != m.size || m.pages > 0 || req.via_open_file || size == 0;
+            if size <= m.size {
                 let removed = data.truncate(size);
                 self.usage.uncharge_pages(removed);
                 m.pages -= removed;
                 self.usage.account_uid(m.uid, -(removed as i64), 0);
             }
-            // truncate, ftruncate and O_TRUNC set mtime even at the same
-            // size on tmpfs (the VFS passes ATTR_MTIME; FUSE drops it).
             m.size = size;
-            m.mtime = now;
+            if times {
+                m.mtime = now;
+            } else if req.mode.is_none() && req.uid.is_none() && req.gid.is_none() && req.atime.is_none() {
+                unchanged_ctime = true;
+            }
             m.kill_privs(caller);
         }
         if let Some(uid) = req.uid {
@@ -157,7 +167,9 @@ impl Fs {
         if let Some(t) = req.mtime {
             m.mtime = resolve(t);
         }
-        m.ctime = now;
+        if !unchanged_ctime || req.mtime.is_some() {
+            m.ctime = now;
+        }
         Ok(inode.attr_of(&m))
     }
 

@@ -69,6 +69,10 @@ impl Fs {
         self.usage.account_uid(m.uid, added as i64, 0);
         if written > 0 {
             m.size = m.size.max(off + written as u64);
+        }
+        if !buf.is_empty() {
+            // As tmpfs (file_modified before copying): even a write that
+            // fails with ENOSPC sets mtime/ctime and clears set-id bits.
             m.touch_modified(Timespec::now());
             m.kill_privs(caller);
         }

@@ -168,6 +168,9 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<SetTime>,
     pub mtime: Option<SetTime>,
+    /// The request names an open file (ftruncate, futimens): the VFS then
+    /// always sets mtime/ctime on a truncate.
+    pub via_open_file: bool,
 }
 
 /// File system totals, as statfs shows them.

@@ -124,14 +124,15 @@ impl Filesystem for MemFs {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<std::time::SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<std::time::SystemTime>,
         _chgtime: Option<std::time::SystemTime>,
         _bkuptime: Option<std::time::SystemTime>,
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let set = SetAttr { mode, uid, gid, size, atime: atime.map(set_time), mtime: mtime.map(set_time) };
+        let (atime, mtime) = (atime.map(set_time), mtime.map(set_time));
+        let set = SetAttr { mode, uid, gid, size, atime, mtime, via_open_file: fh.is_some() };
         match self.fs.setattr(ino.0, &set, &caller(req)) {
             Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
             Err(e) => reply.error(errno(e)),
