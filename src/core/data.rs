@@ -139,8 +139,11 @@ impl FileData {
         }
     }
 
-    /// Indices of present pages in `[from, to)`, in order.
+    /// Indices of present pages in `[from, to)`, in order (none if `from >= to`).
     fn indices_in(&self, from: u64, to: u64) -> Vec<u64> {
+        if from >= to {
+            return vec![];
+        }
         match &self.pages {
             Pages::Empty => vec![],
             Pages::First(_) => {
@@ -441,6 +444,16 @@ mod tests {
         assert_eq!(d.read(0, 10), vec![0u8; 10]);
         d.write(5, b"ab", &mut || panic!("no new page needed"));
         assert_eq!(d.read(4, 4), vec![0, b'a', b'b', 0]);
+    }
+
+    #[test]
+    fn ranges_inside_one_page_do_not_panic() {
+        let mut d = FileData::default();
+        d.write(0, &[3u8; 3 * PAGE], &mut yes());
+        assert_eq!(d.zero_range(1000, 500), 0);
+        assert_eq!(d.punch_hole(5000, 10), 0);
+        assert_eq!(d.read(995, 10), [3, 3, 3, 3, 3, 0, 0, 0, 0, 0]);
+        assert_eq!(d.read(4999, 12)[..2], [3, 0]);
     }
 
     #[test]
