@@ -204,20 +204,25 @@ impl Fs {
             }
             Namespace::Plain { .. } => {
                 let mut m = MetaBytes::new(&self.usage, inode.meta());
-                let xattrs = &mut m.extra_mut().xattrs;
-                let old = xattrs.get(name).map(|v| xattr_cost(name.len(), v.len()));
-                if flags & XATTR_CREATE != 0 && old.is_some() {
-                    return Err(FsError::Exists);
-                }
-                if flags & XATTR_REPLACE != 0 && old.is_none() {
-                    return Err(FsError::NoXattr);
-                }
+                // As shmem_xattr_handler_set: the new value's whole cost is
+                // charged before the flags are checked (ENOSPC first), and
+                // the old value's cost is refunded once it is replaced.
                 let new = xattr_cost(name.len(), value.len());
-                let old = old.unwrap_or(0);
-                if new > old && !self.usage.charge_ispace(new - old) {
+                if !self.usage.charge_ispace(new) {
                     return Err(FsError::NoSpace);
                 }
-                self.usage.uncharge_ispace(old.saturating_sub(new));
+                let xattrs = &mut m.extra_mut().xattrs;
+                let old = xattrs.get(name).map(|v| xattr_cost(name.len(), v.len()));
+                let refused = match old {
+                    Some(_) if flags & XATTR_CREATE != 0 => Some(FsError::Exists),
+                    None if flags & XATTR_REPLACE != 0 => Some(FsError::NoXattr),
+                    _ => None,
+                };
+                if let Some(e) = refused {
+                    self.usage.uncharge_ispace(new);
+                    return Err(e);
+                }
+                self.usage.uncharge_ispace(old.unwrap_or(0));
                 xattrs.insert(name.into(), value.into());
                 m.ctime = now;
                 Ok(())

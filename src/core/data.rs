@@ -9,7 +9,8 @@
 //! - a hole costs nothing: absent pages read as zeros;
 //! - a page allocated by fallocate but never written is `None` ("unwritten"):
 //!   it counts as allocated (st_blocks, `size=`) and SEEK_DATA sees it as a
-//!   hole, as tmpfs does with its not-uptodate fallocated folios;
+//!   hole, as tmpfs does with its not-uptodate fallocated folios; a second
+//!   fallocate over it makes it data (zeros), as shmem_get_folio does;
 //! - a written page holds only as many bytes as it needs (rounded up to a
 //!   power of two, at least 64, at most one page); bytes past its length
 //!   read as zeros. A 1 KiB file therefore uses 1 KiB of heap, not 4;
@@ -286,6 +287,11 @@ impl FileData {
         for idx in from..to {
             if present.peek() == Some(&idx) {
                 present.next();
+                // As shmem_get_folio: fallocating a page an earlier fallocate
+                // left unwritten initializes it, so it becomes data (zeros).
+                if let Some(slot @ None) = self.get_mut(idx) {
+                    *slot = Some(Box::default());
+                }
                 continue;
             }
             self.insert(idx, None);
@@ -454,6 +460,17 @@ mod tests {
         assert_eq!(d.punch_hole(5000, 10), 0);
         assert_eq!(d.read(995, 10), [3, 3, 3, 3, 3, 0, 0, 0, 0, 0]);
         assert_eq!(d.read(4999, 12)[..2], [3, 0]);
+    }
+
+    #[test]
+    fn second_fallocate_turns_unwritten_pages_into_data() {
+        let mut d = FileData::default();
+        d.allocate(1000, 4096);
+        assert_eq!(d.seek_data(0, 5096), None);
+        assert_eq!(d.allocate(0, 10_000), 1);
+        assert_eq!(d.seek_hole(1, 5096), Some(5096));
+        assert_eq!(d.seek_data(0, 20_000), Some(0));
+        assert_eq!(d.read(0, 8), vec![0u8; 8]);
     }
 
     #[test]
