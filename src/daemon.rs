@@ -15,7 +15,9 @@ use std::path::Path;
 use fuser::{Config, MountOption, Session, SessionACL};
 
 use crate::core::{Fs, FsConfig};
-use crate::fuse::MemFs;
+use crate::ctl::stats::Stats;
+use crate::ctl::{Ctl, CtlConfig};
+use crate::fuse::{Counted, MemFs};
 use crate::options::MountOptions;
 use crate::sync::Arc;
 
@@ -129,7 +131,7 @@ fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result
 }
 
 /// Mount, with the stop signals routed to a thread that unmounts.
-fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<MemFs>, String> {
+fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Counted<MemFs>>, String> {
     let set = stop_signals();
     // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -140,10 +142,23 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<MemFs
         root_uid: opts.uid,
         root_gid: opts.gid,
         noatime: opts.noatime,
-        dir_index: Default::default(),
-        reserved_name: None,
+        dir_index: opts.dir_index,
+        reserved_name: opts.ctldir.as_ref().map(|n| n.as_bytes().to_vec()),
     }));
-    let mut session = Session::new(MemFs::new(fs), mountpoint, &fuse_config(opts))
+    let stats = Arc::new(Stats::default());
+    let ctl = opts.ctldir.as_ref().map(|name| {
+        // SAFETY: geteuid/getegid have no preconditions.
+        let (owner_uid, owner_gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let cfg = CtlConfig {
+            name: name.as_bytes().to_vec(),
+            owner_uid,
+            owner_gid,
+            mountpoint: mountpoint.to_string_lossy().into_owned(),
+        };
+        Ctl::new(cfg, fs.clone(), stats.clone())
+    });
+    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone()), stats);
+    let mut session = Session::new(memfs, mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
     let mut unmounter = session.unmount_callable();
     std::thread::Builder::new()

@@ -3,12 +3,15 @@
 //! Layers, each depending only on those below it:
 //! - `main.rs`: command line and the mount.memfs helper;
 //! - [`daemon`]: mounting, start-up handshake, signals, serving;
-//! - [`fuse`]: the thin adapter from fuser's requests to the core;
+//! - [`fuse`]: the thin adapter from fuser's requests to the core (and to
+//!   the control directory), with every operation counted and timed;
+//! - [`ctl`]: the hidden control directory: live tunables and statistics;
 //! - [`options`]: the mount option table;
 //! - [`core`]: the file system, with no knowledge of FUSE;
 //! - [`sync`]: the locks and atomics everything uses.
 
 pub mod core;
+pub mod ctl;
 pub mod daemon;
 pub mod fuse;
 pub mod options;

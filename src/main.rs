@@ -1,12 +1,16 @@
-//! The `memfs` command: mount a new memory file system, or act as
-//! `mount.memfs` when mount(8) calls it by that name.
+//! The `memfs` command: mount a new memory file system, act as
+//! `mount.memfs` when mount(8) calls it by that name, or show a mount's
+//! statistics with `memfs stat MOUNTPOINT`.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
-use memfs::options::{self, MountOptions};
+use memfs::ctl::report;
+use memfs::options::{self, MountOptions, DEFAULT_CTLDIR};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -14,7 +18,8 @@ use memfs::options::{self, MountOptions};
     version,
     about = "Mount a new, empty memory file system (like tmpfs, in user space over FUSE).",
     after_help = format!(
-        "Mount options (-o, comma-separated; tmpfs's names):\n{}\nUnmount with `umount MOUNTPOINT` (root) or `fusermount3 -u MOUNTPOINT`.",
+        "Mount options (-o, comma-separated; tmpfs's names):\n{}\nUnmount with `umount MOUNTPOINT` (root) or `fusermount3 -u MOUNTPOINT`.\n\
+         Statistics: `memfs stat MOUNTPOINT [--json] [--watch SECONDS]` (see `memfs stat --help`).",
         options::help_table()
     )
 )]
@@ -27,6 +32,90 @@ struct Cli {
     foreground: bool,
     /// Where to mount.
     mountpoint: PathBuf,
+}
+
+/// `memfs stat`: usage and operation counters of a mounted memfs.
+#[derive(Parser, Debug)]
+#[command(
+    name = "memfs stat",
+    bin_name = "memfs stat",
+    about = "Show a mounted memfs's usage (like df), per-user usage and per-operation counters, \
+             from its control directory.",
+    after_help = "Exit status 1 if MOUNTPOINT has no memfs control directory."
+)]
+struct StatCli {
+    /// Where the memfs is mounted.
+    mountpoint: PathBuf,
+    /// Print one JSON object instead of tables.
+    #[arg(long, conflicts_with = "watch")]
+    json: bool,
+    /// Print one line of per-second rates every SECONDS, until interrupted (like arcstat).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_interval)]
+    watch: Option<f64>,
+    /// With --watch: stop after this many lines.
+    #[arg(long, value_name = "N", requires = "watch")]
+    count: Option<u64>,
+    /// Name of the control directory (the mount's ctldir= option).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_CTLDIR)]
+    ctldir: String,
+}
+
+fn parse_interval(v: &str) -> Result<f64, String> {
+    v.parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.01 && *s <= 86400.0)
+        .ok_or_else(|| "must be a number of seconds from 0.01 to 86400".into())
+}
+
+/// Local wall-clock time as HH:MM:SS.
+fn clock() -> String {
+    // SAFETY: time and localtime_r write only into the locals passed.
+    unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        libc::localtime_r(&t, &mut tm);
+        format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+    }
+}
+
+fn stat(cli: StatCli) -> Result<(), String> {
+    let dir = report::ctl_dir(&cli.mountpoint, &cli.ctldir)?;
+    let shown = std::fs::canonicalize(&cli.mountpoint).unwrap_or(cli.mountpoint.clone());
+    let shown = shown.to_string_lossy();
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) ends the command quietly.
+    let quiet = |_| String::new();
+    let Some(interval) = cli.watch else {
+        let s = report::read(&dir)?;
+        let text = if cli.json { report::json(&s, &shown) } else { report::table(&s, &shown) };
+        return out.write_all(text.as_bytes()).map_err(quiet);
+    };
+    let mut prev = report::read(&dir)?;
+    for line in 0.. {
+        if cli.count.is_some_and(|n| line >= n) {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs_f64(interval));
+        let cur = report::read(&dir)?;
+        if line % 20 == 0 {
+            writeln!(out, "{}", report::watch_header()).map_err(quiet)?;
+        }
+        writeln!(out, "{}", report::watch_row(&prev, &cur, &clock())).map_err(quiet)?;
+        out.flush().map_err(quiet)?;
+        prev = cur;
+    }
+    Ok(())
+}
+
+fn stat_command(args: &[String]) -> ExitCode {
+    match stat(StatCli::parse_from(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_empty() => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memfs stat: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn defaults() -> MountOptions {
@@ -84,6 +173,10 @@ fn main() -> ExitCode {
     let invoked_as = args.first().and_then(|a| a.rsplit('/').next()).unwrap_or("memfs");
     if invoked_as.starts_with("mount.") {
         return mount_helper(args);
+    }
+    // `memfs stat ...`; a mount point named "stat" can be given as ./stat.
+    if args.get(1).map(String::as_str) == Some("stat") {
+        return stat_command(&args[1..]);
     }
     let cli = Cli::parse();
     mount(&cli.mountpoint, &cli.options.join(","), cli.foreground)

@@ -9,6 +9,10 @@
 use fuser::MountOption;
 
 use crate::core::types::PAGE_SIZE;
+use crate::core::DirIndex;
+
+/// Default name of the control directory (`ctldir=`).
+pub const DEFAULT_CTLDIR: &str = ".memfs";
 
 /// Options after parsing, with defaults filled in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +32,10 @@ pub struct MountOptions {
     pub fsname: String,
     /// VFS flags passed to the kernel (nosuid, nodev, noexec, ...).
     pub flags: Vec<MountOption>,
+    /// Name of the hidden control directory in the root; `None` = disabled.
+    pub ctldir: Option<String>,
+    /// How directories index names.
+    pub dir_index: DirIndex,
 }
 
 /// How one row applies its value.
@@ -238,6 +246,28 @@ pub const OPTIONS: &[OptionSpec] = &[
             Ok(())
         },
     },
+    OptionSpec {
+        name: "ctldir",
+        takes_value: true,
+        help: "name of the hidden control directory in the root (tunables, statistics), or `off` (default .memfs)",
+        apply: |o, v| {
+            o.ctldir = parse_ctldir(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "dirindex",
+        takes_value: true,
+        help: "how directories index names: hash or btree (default hash, see docs/TUNABLES.md)",
+        apply: |o, v| {
+            o.dir_index = match v {
+                "hash" => DirIndex::Hash,
+                "btree" => DirIndex::BTree,
+                _ => return Err("must be hash or btree".into()),
+            };
+            Ok(())
+        },
+    },
     OptionSpec { name: "rw", takes_value: false, help: "read-write (the only mode)", apply: |_, _| Ok(()) },
     OptionSpec {
         name: "ro",
@@ -331,6 +361,8 @@ impl MountOptions {
             noatime: false,
             fsname: "memfs".into(),
             flags: vec![],
+            ctldir: Some(DEFAULT_CTLDIR.into()),
+            dir_index: DirIndex::default(),
         }
     }
 
@@ -340,8 +372,9 @@ impl MountOptions {
     }
 }
 
-/// A byte count with k/m/g/t/p/e suffix (1024-based), or N% of RAM.
-fn parse_size_option(v: &str) -> Result<u64, String> {
+/// A byte count with k/m/g/t/p/e suffix (1024-based), or N% of RAM (`size=`,
+/// and the control file `opts/size`).
+pub fn parse_size_option(v: &str) -> Result<u64, String> {
     if let Some(pct) = v.strip_suffix('%') {
         let pct: u64 = pct.parse().map_err(|_| "percentage must be a whole number".to_string())?;
         if pct == 0 || pct > 100 {
@@ -352,13 +385,39 @@ fn parse_size_option(v: &str) -> Result<u64, String> {
     parse_count(v)
 }
 
-/// A count with an optional k/m/g/t/p/e suffix (powers of 1024).
-fn parse_count(v: &str) -> Result<u64, String> {
-    if v.is_empty() || !v.starts_with(|c: char| c.is_ascii_digit()) {
-        return Err("must be a number, optionally followed by k, m, g or t".into());
+/// A count with an optional k/m/g/t/p/e suffix (powers of 1024) (`nr_inodes=`,
+/// and the control file `opts/nr_inodes`). Strict, like the kernel's
+/// memparse as tmpfs uses it: digits, then at most one suffix letter.
+pub fn parse_count(v: &str) -> Result<u64, String> {
+    const HELP: &str = "must be a whole number, optionally followed by k, m, g or t";
+    let digits = v.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &v[digits.len()..];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(HELP.into());
     }
-    let cfg = parse_size::Config::new().with_binary();
-    cfg.parse_size(v).map_err(|e| format!("{e}; use a number with an optional k, m, g or t suffix"))
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" => 10,
+        "m" => 20,
+        "g" => 30,
+        "t" => 40,
+        "p" => 50,
+        "e" => 60,
+        _ => return Err(HELP.into()),
+    };
+    let n: u64 = digits.parse().map_err(|_| "too large".to_string())?;
+    n.checked_mul(1 << shift).ok_or_else(|| "too large".to_string())
+}
+
+/// `ctldir=`: `off`, or a name usable in a directory (not `.` or `..`, no
+/// `/`, at most 255 bytes; commas cannot occur, they separate options).
+fn parse_ctldir(v: &str) -> Result<Option<String>, String> {
+    match v {
+        "off" => Ok(None),
+        "" | "." | ".." => Err("must be a file name, or off".into()),
+        v if v.contains('/') || v.len() > 255 => Err("must be a file name (no '/', at most 255 bytes), or off".into()),
+        v => Ok(Some(v.to_string())),
+    }
 }
 
 fn parse_id(v: &str) -> Result<u32, String> {
@@ -392,6 +451,13 @@ mod tests {
         let half = parse("size=50%", d()).unwrap().size;
         assert!(half > 0 && half <= ram_bytes() / 2);
         assert_eq!(parse("nr_inodes=0", d()).unwrap().nr_inodes, 0);
+        assert_eq!(parse("nr_inodes=5K", d()).unwrap().nr_inodes, 5 << 10);
+        assert_eq!(parse("size=1t", d()).unwrap().size, 1 << 40);
+        assert_eq!(parse_count("16e"), Err("too large".into()));
+        assert_eq!(parse_count("99999999999999999999"), Err("too large".into()));
+        for bad in ["", "k", "1 2", " 1", "1.5G", "1GB", "1KiB", "0x10", "+1", "1g2"] {
+            assert!(parse_count(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -408,12 +474,28 @@ mod tests {
             "bogus",
             "size",
             "noatime=1",
+            "ctldir=",
+            "ctldir=a/b",
+            "ctldir=..",
+            "dirindex=list",
+            "dirindex",
         ] {
             let err = parse(bad, d()).unwrap_err();
             let name = bad.split('=').next().unwrap();
             assert!(err.contains(name), "{bad}: {err}");
         }
         assert!(parse("ro", d()).unwrap_err().contains("read-only"));
+    }
+
+    #[test]
+    fn ctldir_and_dirindex() {
+        let o = d();
+        assert_eq!((o.ctldir.as_deref(), o.dir_index), (Some(".memfs"), DirIndex::Hash));
+        let o = parse("ctldir=.ctl,dirindex=btree", d()).unwrap();
+        assert_eq!((o.ctldir.as_deref(), o.dir_index), (Some(".ctl"), DirIndex::BTree));
+        assert_eq!(parse("ctldir=off", d()).unwrap().ctldir, None);
+        assert_eq!(parse("dirindex=hash", d()).unwrap().dir_index, DirIndex::Hash);
+        assert!(parse(&format!("ctldir={}", "x".repeat(256)), d()).is_err());
     }
 
     #[test]

@@ -15,8 +15,17 @@
 //! close); lookups of missing names are answered with negative
 //! entries so the kernel caches those too; readdirplus is enabled in the
 //! kernel's adaptive mode.
+//!
+//! The control directory (`ctl`) is routed here and nowhere else: a lookup
+//! of its name in the root, and every inode number with `ctl::CTL_BIT` set,
+//! go to [`Ctl`]; its entries and attributes are given with TTL 0 so the
+//! kernel asks again on every path walk (docs/CONTROL.md). Counting and
+//! timing of every operation is the [`Counted`] layer around this one.
 
 mod convert;
+mod counted;
+
+pub use counted::Counted;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -29,22 +38,54 @@ use fuser::{
     ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
-use crate::core::{Caller, FallocMode, Fs, FsError, RenameFlags, SetAttr, Whence};
+use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, RenameFlags, SetAttr, Whence};
+use crate::ctl::stats::Stats;
+use crate::ctl::{is_ctl_ino, Ctl};
 use crate::sync::Arc;
 use convert::{errno, file_attr, negative_attr, set_time};
 
 /// How long the kernel may trust what we tell it (about 136 years).
 const TTL: Duration = Duration::from_secs(u32::MAX as u64);
+/// Control entries and attributes are never cached: each walk looks them up again.
+const CTL_TTL: Duration = Duration::ZERO;
 const GENERATION: Generation = Generation(0);
 
-/// The mounted file system: a handle on the core.
+/// The mounted file system: a handle on the core and the control directory.
 pub struct MemFs {
     fs: Arc<Fs>,
+    ctl: Option<Ctl>,
+    /// Byte counters (operation counts are kept by [`Counted`]).
+    stats: Arc<Stats>,
 }
 
 impl MemFs {
-    pub fn new(fs: Arc<Fs>) -> MemFs {
-        MemFs { fs }
+    pub fn new(fs: Arc<Fs>, ctl: Option<Ctl>, stats: Arc<Stats>) -> MemFs {
+        MemFs { fs, ctl, stats }
+    }
+
+    /// The control directory, if `ino` is one of its inodes.
+    fn ctl(&self, ino: INodeNo) -> Option<&Ctl> {
+        self.ctl.as_ref().filter(|_| is_ctl_ino(ino.0))
+    }
+
+    /// The control directory, if `name` in `parent` is it or is in it.
+    fn ctl_name(&self, parent: INodeNo, name: &OsStr) -> Option<&Ctl> {
+        self.ctl.as_ref().filter(|c| c.owns_name(parent.0, bytes(name)))
+    }
+
+    fn list(&self, ino: INodeNo, offset: u64, plus: bool, emit: &mut dyn FnMut(DirItem<'_>) -> bool) -> FsResult<()> {
+        match self.ctl(ino) {
+            Some(ctl) => ctl.readdir(ino.0, offset, plus, emit),
+            None => self.fs.readdir(ino.0, offset, plus, emit),
+        }
+    }
+}
+
+fn ttl(ino: u64) -> &'static Duration {
+    if is_ctl_ino(ino) {
+        &CTL_TTL
+    } else {
+        &TTL
     }
 }
 
@@ -58,7 +99,14 @@ fn bytes(name: &OsStr) -> &[u8] {
 
 fn reply_entry(reply: ReplyEntry, result: Result<crate::core::Attr, FsError>) {
     match result {
-        Ok(attr) => reply.entry(&TTL, &file_attr(&attr), GENERATION),
+        Ok(attr) => reply.entry(ttl(attr.ino), &file_attr(&attr), GENERATION),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+fn reply_attr(reply: ReplyAttr, result: Result<crate::core::Attr, FsError>) {
+    match result {
+        Ok(attr) => reply.attr(ttl(attr.ino), &file_attr(&attr)),
         Err(e) => reply.error(errno(e)),
     }
 }
@@ -96,6 +144,9 @@ impl Filesystem for MemFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if let Some(ctl) = self.ctl_name(parent, name) {
+            return reply_entry(reply, ctl.lookup(parent.0, bytes(name)));
+        }
         match self.fs.lookup(parent.0, bytes(name)) {
             Err(FsError::NotFound) => reply.entry(&TTL, &negative_attr(), GENERATION),
             result => reply_entry(reply, result),
@@ -103,13 +154,16 @@ impl Filesystem for MemFs {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.fs.forget(ino.0, nlookup);
+        match self.ctl(ino) {
+            Some(ctl) => ctl.forget(ino.0),
+            None => self.fs.forget(ino.0, nlookup),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.fs.getattr(ino.0) {
-            Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
-            Err(e) => reply.error(errno(e)),
+        match self.ctl(ino) {
+            Some(ctl) => reply_attr(reply, ctl.getattr(ino.0)),
+            None => reply_attr(reply, self.fs.getattr(ino.0)),
         }
     }
 
@@ -133,36 +187,55 @@ impl Filesystem for MemFs {
     ) {
         let (atime, mtime) = (atime.map(set_time), mtime.map(set_time));
         let set = SetAttr { mode, uid, gid, size, atime, mtime, via_open_file: fh.is_some() };
-        match self.fs.setattr(ino.0, &set, &caller(req)) {
-            Ok(attr) => reply.attr(&TTL, &file_attr(&attr)),
-            Err(e) => reply.error(errno(e)),
+        match self.ctl(ino) {
+            Some(ctl) => reply_attr(reply, ctl.setattr(ino.0, &set, &caller(req))),
+            None => reply_attr(reply, self.fs.setattr(ino.0, &set, &caller(req))),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.fs.readlink(ino.0) {
+        let result = match self.ctl(ino) {
+            Some(ctl) => ctl.readlink(ino.0),
+            None => self.fs.readlink(ino.0),
+        };
+        match result {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(errno(e)),
         }
     }
 
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
+        if let Some(ctl) = self.ctl(parent) {
+            return reply.error(errno(ctl.refuse()));
+        }
         reply_entry(reply, self.fs.mknod(parent.0, bytes(name), mode, umask, rdev, &caller(req)));
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        if let Some(ctl) = self.ctl(parent) {
+            return reply.error(errno(ctl.refuse()));
+        }
         reply_entry(reply, self.fs.mkdir(parent.0, bytes(name), mode, umask, &caller(req)));
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Some(ctl) = self.ctl_name(parent, name) {
+            return reply.error(errno(ctl.refuse()));
+        }
         reply_empty(reply, self.fs.unlink(parent.0, bytes(name)));
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Some(ctl) = self.ctl_name(parent, name) {
+            return reply.error(errno(ctl.refuse()));
+        }
         reply_empty(reply, self.fs.rmdir(parent.0, bytes(name)));
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        if let Some(ctl) = self.ctl(parent) {
+            return reply.error(errno(ctl.refuse()));
+        }
         let target = target.as_os_str().as_bytes();
         reply_entry(reply, self.fs.symlink(parent.0, bytes(link_name), target, &caller(req)));
     }
@@ -182,6 +255,11 @@ impl Filesystem for MemFs {
         if !known.contains(flags) {
             return reply.error(Errno::from_i32(libc::EINVAL));
         }
+        // Nothing moves out of or into the control directory. Onto its name
+        // in the root, the core answers EEXIST (the name is reserved there).
+        if let Some(ctl) = self.ctl_name(parent, name).or(self.ctl(newparent)) {
+            return reply.error(errno(ctl.refuse()));
+        }
         let flags = RenameFlags {
             noreplace: flags.contains(FuseRenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(FuseRenameFlags::RENAME_EXCHANGE),
@@ -192,6 +270,9 @@ impl Filesystem for MemFs {
     }
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        if let Some(ctl) = self.ctl(ino).or(self.ctl(newparent)) {
+            return reply.error(errno(ctl.refuse()));
+        }
         reply_entry(reply, self.fs.link(ino.0, newparent.0, bytes(newname)));
     }
 
@@ -211,8 +292,15 @@ impl Filesystem for MemFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(ino.0, offset, size) {
-            Ok(data) => reply.data(&data),
+        let result = match self.ctl(ino) {
+            Some(ctl) => ctl.read(ino.0, offset, size),
+            None => self.fs.read(ino.0, offset, size),
+        };
+        match result {
+            Ok(data) => {
+                self.stats.add_read_bytes(data.len() as u64);
+                reply.data(&data)
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -229,8 +317,15 @@ impl Filesystem for MemFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(ino.0, offset, data, &caller(req)) {
-            Ok(n) => reply.written(n as u32),
+        let result = match self.ctl(ino) {
+            Some(ctl) => ctl.write(ino.0, offset, data, &caller(req)),
+            None => self.fs.write(ino.0, offset, data, &caller(req)),
+        };
+        match result {
+            Ok(n) => {
+                self.stats.add_write_bytes(n as u64);
+                reply.written(n as u32)
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -245,7 +340,7 @@ impl Filesystem for MemFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let result = self.fs.readdir(ino.0, offset, false, &mut |item| {
+        let result = self.list(ino, offset, false, &mut |item| {
             !reply.add(INodeNo(item.ino), item.offset, convert::file_type(item.kind), OsStr::from_bytes(item.name))
         });
         match result {
@@ -255,16 +350,10 @@ impl Filesystem for MemFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let result = self.fs.readdir(ino.0, offset, true, &mut |item| {
+        let result = self.list(ino, offset, true, &mut |item| {
             let Some(attr) = item.attr else { return false };
-            !reply.add(
-                INodeNo(item.ino),
-                item.offset,
-                OsStr::from_bytes(item.name),
-                &TTL,
-                &file_attr(&attr),
-                GENERATION,
-            )
+            let name = OsStr::from_bytes(item.name);
+            !reply.add(INodeNo(item.ino), item.offset, name, ttl(item.ino), &file_attr(&attr), GENERATION)
         });
         match result {
             Ok(()) => reply.ok(),
@@ -291,18 +380,30 @@ impl Filesystem for MemFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if let Some(ctl) = self.ctl(ino) {
+            return reply.error(errno(ctl.refuse()));
+        }
         reply_empty(reply, self.fs.setxattr(ino.0, bytes(name), value, flags, &caller(req)));
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if let Some(ctl) = self.ctl(ino) {
+            return reply_xattr(reply, size, ctl.getxattr(ino.0));
+        }
         reply_xattr(reply, size, self.fs.getxattr(ino.0, bytes(name), &caller(req)));
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if let Some(ctl) = self.ctl(ino) {
+            return reply_xattr(reply, size, ctl.listxattr(ino.0));
+        }
         reply_xattr(reply, size, self.fs.listxattr(ino.0, &caller(req)));
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Some(ctl) = self.ctl(ino) {
+            return reply.error(errno(ctl.refuse()));
+        }
         reply_empty(reply, self.fs.removexattr(ino.0, bytes(name), &caller(req)));
     }
 
@@ -316,6 +417,9 @@ impl Filesystem for MemFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        if let Some(ctl) = self.ctl(ino) {
+            return reply.error(errno(ctl.refuse()));
+        }
         let known = libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE;
         if mode & !known != 0 {
             return reply.error(Errno::from_i32(libc::EOPNOTSUPP));
@@ -337,7 +441,11 @@ impl Filesystem for MemFs {
         let Ok(offset) = u64::try_from(offset) else {
             return reply.error(Errno::from_i32(libc::ENXIO));
         };
-        match self.fs.lseek(ino.0, offset, whence) {
+        let result = match self.ctl(ino) {
+            Some(ctl) => ctl.lseek(ino.0, offset, whence),
+            None => self.fs.lseek(ino.0, offset, whence),
+        };
+        match result {
             Ok(pos) => reply.offset(pos as i64),
             Err(e) => reply.error(errno(e)),
         }

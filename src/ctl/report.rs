@@ -1,0 +1,402 @@
+//! `memfs stat`: reads a mount's statistics files (the formats `render.rs`
+//! writes) and shows them as a table like df's plus the operation counters,
+//! as one JSON object, or as one line of per-second rates per interval
+//! (like ZFS's arcstat).
+//!
+//! Owns the client side of the formats only; it runs in the `memfs stat`
+//! process, never in the daemon.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// One operation's row of `stats/ops`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpRow {
+    pub name: String,
+    pub count: u64,
+    pub total_ns: u64,
+    pub mean_ns: u64,
+    /// Histogram bucket bounds; `None` past the last bound (`inf`).
+    pub p50_ns: Option<u64>,
+    pub p99_ns: Option<u64>,
+}
+
+/// One row of `stats/uid`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UidRow {
+    pub uid: u32,
+    pub data_bytes: u64,
+    pub inodes: u64,
+}
+
+/// Everything `memfs stat` shows, read at one moment.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub usage: BTreeMap<String, u64>,
+    pub io: BTreeMap<String, u64>,
+    pub ops: Vec<OpRow>,
+    pub uids: Vec<UidRow>,
+    pub at: Instant,
+}
+
+fn bad(file: &str, line: &str) -> String {
+    format!("unexpected line in {file}: {line:?}")
+}
+
+/// `key: value` lines.
+pub fn parse_keys(file: &str, text: &str) -> Result<BTreeMap<String, u64>, String> {
+    text.lines()
+        .map(|l| {
+            let (k, v) = l.split_once(": ").ok_or_else(|| bad(file, l))?;
+            Ok((k.to_string(), v.trim().parse().map_err(|_| bad(file, l))?))
+        })
+        .collect()
+}
+
+/// Whitespace-separated columns under a header line.
+fn rows(text: &str) -> impl Iterator<Item = (&str, Vec<&str>)> {
+    text.lines().skip(1).map(|l| (l, l.split_whitespace().collect()))
+}
+
+fn quantile(v: &str) -> Result<Option<u64>, ()> {
+    if v == "inf" {
+        Ok(None)
+    } else {
+        v.parse().map(Some).map_err(|_| ())
+    }
+}
+
+pub fn parse_ops(text: &str) -> Result<Vec<OpRow>, String> {
+    rows(text)
+        .map(|(line, c)| {
+            let err = || bad("ops", line);
+            let [name, count, total, mean, p50, p99] = c[..] else { return Err(err()) };
+            let num = |v: &str| v.parse::<u64>().map_err(|_| err());
+            Ok(OpRow {
+                name: name.to_string(),
+                count: num(count)?,
+                total_ns: num(total)?,
+                mean_ns: num(mean)?,
+                p50_ns: quantile(p50).map_err(|_| err())?,
+                p99_ns: quantile(p99).map_err(|_| err())?,
+            })
+        })
+        .collect()
+}
+
+pub fn parse_uids(text: &str) -> Result<Vec<UidRow>, String> {
+    rows(text)
+        .map(|(line, c)| {
+            let err = || bad("uid", line);
+            let [uid, bytes, inodes] = c[..] else { return Err(err()) };
+            Ok(UidRow {
+                uid: uid.parse().map_err(|_| err())?,
+                data_bytes: bytes.parse().map_err(|_| err())?,
+                inodes: inodes.parse().map_err(|_| err())?,
+            })
+        })
+        .collect()
+}
+
+/// The control directory of the memfs mounted at `mountpoint`.
+pub fn ctl_dir(mountpoint: &Path, name: &str) -> Result<PathBuf, String> {
+    let dir = mountpoint.join(name);
+    if !dir.join("stats").is_dir() {
+        return Err(format!(
+            "{} has no memfs control directory {name}/ (not a memfs mount, mounted with ctldir=off, \
+             or another name: use --ctldir NAME)",
+            mountpoint.display()
+        ));
+    }
+    Ok(dir)
+}
+
+/// Read every statistics file of the control directory `dir`.
+pub fn read(dir: &Path) -> Result<Sample, String> {
+    let file = |name: &str| {
+        let path = dir.join("stats").join(name);
+        std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    Ok(Sample {
+        usage: parse_keys("usage", &file("usage")?)?,
+        io: parse_keys("io", &file("io")?)?,
+        ops: parse_ops(&file("ops")?)?,
+        uids: parse_uids(&file("uid")?)?,
+        at: Instant::now(),
+    })
+}
+
+/// Bytes in binary units, as `df -h` shows them.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "K", "M", "G", "T", "P", "E"];
+    let mut v = n as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n}B")
+    } else if v < 10.0 {
+        format!("{v:.1}{}", UNITS[unit])
+    } else {
+        format!("{v:.0}{}", UNITS[unit])
+    }
+}
+
+/// A duration in ns with a unit: 850ns, 8.2us, 2.1ms, 1.3s.
+pub fn human_ns(ns: Option<u64>) -> String {
+    let Some(ns) = ns else { return ">8.6s".into() };
+    match ns {
+        0..1_000 => format!("{ns}ns"),
+        1_000..1_000_000 => format!("{:.1}us", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1}ms", ns as f64 / 1e6),
+        _ => format!("{:.1}s", ns as f64 / 1e9),
+    }
+}
+
+fn get(map: &BTreeMap<String, u64>, key: &str) -> u64 {
+    map.get(key).copied().unwrap_or(0)
+}
+
+fn percent(used: u64, limit: u64) -> String {
+    if limit == 0 {
+        "-".into()
+    } else {
+        format!("{}%", (used as u128 * 100).div_ceil(limit as u128))
+    }
+}
+
+/// The human table: usage like df, per-uid usage, then every operation that happened.
+pub fn table(s: &Sample, mountpoint: &str) -> String {
+    let mut out = format!("memfs at {mountpoint}\n");
+    let (used, limit) = (get(&s.usage, "data_bytes_used"), get(&s.usage, "data_bytes_limit"));
+    let (iused, ilimit) = (get(&s.usage, "inodes_used"), get(&s.usage, "inodes_limit"));
+    let unlimited = |l: u64, f: &dyn Fn(u64) -> String| if l == 0 { "unlimited".to_string() } else { f(l) };
+    let avail =
+        |u: u64, l: u64, f: &dyn Fn(u64) -> String| if l == 0 { "-".to_string() } else { f(l.saturating_sub(u)) };
+    let _ = writeln!(out, "{:<10} {:>10} {:>10} {:>10} {:>5}", "", "size", "used", "avail", "use%");
+    let _ = writeln!(
+        out,
+        "{:<10} {:>10} {:>10} {:>10} {:>5}",
+        "data",
+        unlimited(limit, &human_bytes),
+        human_bytes(used),
+        avail(used, limit, &human_bytes),
+        percent(used, limit)
+    );
+    let num = |n: u64| n.to_string();
+    let _ = writeln!(
+        out,
+        "{:<10} {:>10} {:>10} {:>10} {:>5}",
+        "inodes",
+        unlimited(ilimit, &num),
+        iused,
+        avail(iused, ilimit, &num),
+        percent(iused, ilimit)
+    );
+    let _ = writeln!(
+        out,
+        "metadata {} (not counted in size), {} live inodes, no_data {}",
+        human_bytes(get(&s.usage, "metadata_bytes")),
+        get(&s.usage, "inodes_live"),
+        get(&s.usage, "no_data")
+    );
+    let _ = writeln!(
+        out,
+        "up {}s, read {}, written {} through FUSE",
+        get(&s.io, "uptime_seconds"),
+        human_bytes(get(&s.io, "read_bytes")),
+        human_bytes(get(&s.io, "write_bytes"))
+    );
+    let _ = writeln!(out, "\n{:<10} {:>10} {:>10}", "uid", "data", "inodes");
+    for u in &s.uids {
+        let _ = writeln!(out, "{:<10} {:>10} {:>10}", u.uid, human_bytes(u.data_bytes), u.inodes);
+    }
+    let _ = writeln!(out, "\n{:<16} {:>12} {:>9} {:>9} {:>9}", "operation", "count", "mean", "p50<=", "p99<=");
+    for op in s.ops.iter().filter(|o| o.count > 0) {
+        let _ = writeln!(
+            out,
+            "{:<16} {:>12} {:>9} {:>9} {:>9}",
+            op.name,
+            op.count,
+            human_ns(Some(op.mean_ns)),
+            human_ns(op.p50_ns),
+            human_ns(op.p99_ns)
+        );
+    }
+    out
+}
+
+/// A JSON string literal.
+fn json_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_map(map: &BTreeMap<String, u64>) -> String {
+    let fields: Vec<String> = map.iter().map(|(k, v)| format!("{}: {v}", json_str(k))).collect();
+    format!("{{{}}}", fields.join(", "))
+}
+
+fn json_opt(v: Option<u64>) -> String {
+    v.map_or("null".into(), |v| v.to_string())
+}
+
+/// One JSON object with everything (quantiles past the last bucket are null).
+pub fn json(s: &Sample, mountpoint: &str) -> String {
+    let ops: Vec<String> = s
+        .ops
+        .iter()
+        .map(|o| {
+            format!(
+                "{}: {{\"count\": {}, \"total_ns\": {}, \"mean_ns\": {}, \"p50_ns\": {}, \"p99_ns\": {}}}",
+                json_str(&o.name),
+                o.count,
+                o.total_ns,
+                o.mean_ns,
+                json_opt(o.p50_ns),
+                json_opt(o.p99_ns)
+            )
+        })
+        .collect();
+    let uids: Vec<String> = s
+        .uids
+        .iter()
+        .map(|u| format!("{{\"uid\": {}, \"data_bytes\": {}, \"inodes\": {}}}", u.uid, u.data_bytes, u.inodes))
+        .collect();
+    format!(
+        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
+        json_str(mountpoint),
+        json_map(&s.usage),
+        json_map(&s.io),
+        ops.join(", "),
+        uids.join(", ")
+    )
+}
+
+/// Column groups of `--watch`: a title and the operations it adds up.
+const RATE_COLUMNS: &[(&str, &[&str])] = &[
+    ("lookup", &["lookup"]),
+    ("getattr", &["getattr"]),
+    ("create", &["mknod", "mkdir", "symlink", "link", "create"]),
+    ("remove", &["unlink", "rmdir"]),
+    ("read", &["read"]),
+    ("write", &["write"]),
+    ("readdir", &["readdir", "readdirplus"]),
+];
+
+/// The header line of `--watch` (all rates are per second).
+pub fn watch_header() -> String {
+    let mut out = format!("{:>8} {:>7} {:>7} {:>8} {:>8}", "time", "used", "avail", "inodes", "ops/s");
+    for (title, _) in RATE_COLUMNS {
+        let _ = write!(out, " {:>8}", format!("{title}/s"));
+    }
+    let _ = write!(out, " {:>7} {:>7}", "rdB/s", "wrB/s");
+    out
+}
+
+fn op_count(s: &Sample, names: &[&str]) -> u64 {
+    s.ops.iter().filter(|o| names.contains(&o.name.as_str())).map(|o| o.count).sum()
+}
+
+/// One `--watch` line: the state at `cur` and rates since `prev`; `clock` is HH:MM:SS.
+pub fn watch_row(prev: &Sample, cur: &Sample, clock: &str) -> String {
+    let secs = cur.at.duration_since(prev.at).as_secs_f64().max(1e-3);
+    let rate = |a: u64, b: u64| (b.saturating_sub(a) as f64 / secs).round() as u64;
+    let used = get(&cur.usage, "data_bytes_used");
+    let limit = get(&cur.usage, "data_bytes_limit");
+    let avail = if limit == 0 { "-".into() } else { human_bytes(limit.saturating_sub(used)) };
+    let all = |s: &Sample| s.ops.iter().map(|o| o.count).sum::<u64>();
+    let mut out = format!(
+        "{clock:>8} {:>7} {avail:>7} {:>8} {:>8}",
+        human_bytes(used),
+        get(&cur.usage, "inodes_used"),
+        rate(all(prev), all(cur))
+    );
+    for (_, names) in RATE_COLUMNS {
+        let _ = write!(out, " {:>8}", rate(op_count(prev, names), op_count(cur, names)));
+    }
+    let bytes = |key: &str| human_bytes(rate(get(&prev.io, key), get(&cur.io, key)));
+    let _ = write!(out, " {:>7} {:>7}", bytes("read_bytes"), bytes("write_bytes"));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPS: &str = "op count total_ns mean_ns p50_ns p99_ns\n\
+                       lookup 10 1000 100 1024 inf\n\
+                       mknod 4 40 10 1024 1024\n\
+                       write 0 0 0 0 0\n";
+
+    fn sample(ops: &str, used: u64) -> Sample {
+        Sample {
+            usage: parse_keys("usage", &format!("data_bytes_used: {used}\ndata_bytes_limit: 1048576\n")).unwrap(),
+            io: parse_keys("io", "read_bytes: 0\nwrite_bytes: 2048\n").unwrap(),
+            ops: parse_ops(ops).unwrap(),
+            uids: parse_uids("uid data_bytes inodes\n0 4096 3\n1000 8192 2\n").unwrap(),
+            at: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn parses_the_daemon_formats() {
+        let s = sample(OPS, 4096);
+        assert_eq!(s.ops[0].p99_ns, None);
+        assert_eq!(
+            s.ops[1],
+            OpRow { name: "mknod".into(), count: 4, total_ns: 40, mean_ns: 10, p50_ns: Some(1024), p99_ns: Some(1024) }
+        );
+        assert_eq!(s.uids[1], UidRow { uid: 1000, data_bytes: 8192, inodes: 2 });
+        assert!(parse_keys("usage", "x 1\n").is_err());
+        assert!(parse_keys("usage", "x: y\n").is_err());
+        assert!(parse_ops("h\nlookup 1 2 3\n").is_err());
+        assert!(parse_uids("h\nx 1 2\n").is_err());
+    }
+
+    #[test]
+    fn table_json_and_watch() {
+        let s = sample(OPS, 4096);
+        let t = table(&s, "/mnt/x");
+        assert!(t.contains("1.0M") && t.contains("4.0K") && t.contains("1%"), "{t}");
+        assert!(t.contains("lookup") && !t.contains("write  "), "{t}");
+        let j = json(&s, "/mnt/\"x\"");
+        assert!(j.starts_with("{\"mountpoint\": \"/mnt/\\\"x\\\"\""), "{j}");
+        assert!(j.contains("\"p99_ns\": null"));
+        assert!(j.contains("{\"uid\": 1000, \"data_bytes\": 8192, \"inodes\": 2}"));
+        let mut later = sample(&OPS.replace("mknod 4", "mknod 14"), 8192);
+        later.at = s.at + std::time::Duration::from_secs(2);
+        let row = watch_row(&s, &later, "12:00:00");
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        let header: Vec<String> = watch_header().split_whitespace().map(String::from).collect();
+        assert_eq!(cols.len(), header.len());
+        let col = |name: &str| cols[header.iter().position(|h| h == name).unwrap()];
+        assert_eq!((col("used"), col("create/s"), col("ops/s"), col("lookup/s")), ("8.0K", "5", "5", "0"));
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_bytes(0), "0B");
+        assert_eq!(human_bytes(1536), "1.5K");
+        assert_eq!(human_bytes(100 << 20), "100M");
+        assert_eq!(human_bytes(u64::MAX), "16E");
+        assert_eq!(human_ns(Some(850)), "850ns");
+        assert_eq!(human_ns(Some(8_200)), "8.2us");
+        assert_eq!(human_ns(None), ">8.6s");
+    }
+}

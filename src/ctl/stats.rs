@@ -1,0 +1,288 @@
+//! Per-operation counters and latency histograms for every FUSE operation,
+//! plus byte counters for reads and writes.
+//!
+//! Owns the counters only; rendering is in `render.rs`. The FUSE adapter
+//! records into them on every request, so the hot path is lock-free: one
+//! `Instant::now()` at each end and three relaxed atomic adds (count, sum of
+//! nanoseconds, one histogram bucket). Readers see each atomic exactly but
+//! not a consistent cut across them, which is fine for statistics.
+//!
+//! Histogram buckets are powers of two from 1.024 us: bucket `i` counts
+//! requests that took at most `1024 << i` ns; the last bucket has no bound.
+
+use std::time::Instant;
+
+use crate::sync::{AtomicU64, Ordering};
+
+/// Number of bounded buckets; the histogram has one more, unbounded.
+pub const BOUNDED_BUCKETS: usize = 24;
+/// All buckets, including the final unbounded one.
+pub const BUCKETS: usize = BOUNDED_BUCKETS + 1;
+
+/// Upper bound in nanoseconds of bounded bucket `i`.
+pub fn bucket_bound_ns(i: usize) -> u64 {
+    1024u64 << i
+}
+
+/// The bucket a duration of `ns` nanoseconds falls into.
+fn bucket_of(ns: u64) -> usize {
+    if ns <= 1024 {
+        return 0;
+    }
+    // ceil(log2(ns)) - 10, capped at the unbounded bucket.
+    let log2_ceil = 64 - (ns - 1).leading_zeros() as usize;
+    (log2_ceil - 10).min(BOUNDED_BUCKETS)
+}
+
+macro_rules! ops {
+    ($($variant:ident => $name:literal),* $(,)?) => {
+        /// A FUSE operation, as counted in `stats/ops`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Op { $($variant),* }
+
+        impl Op {
+            /// Every operation, in the order the statistics files list them.
+            pub const ALL: &'static [Op] = &[$(Op::$variant),*];
+
+            /// The name used in the statistics files (the FUSE opcode, lower case).
+            pub fn name(self) -> &'static str {
+                match self { $(Op::$variant => $name),* }
+            }
+        }
+    };
+}
+
+ops! {
+    Lookup => "lookup",
+    Forget => "forget",
+    Getattr => "getattr",
+    Setattr => "setattr",
+    Readlink => "readlink",
+    Mknod => "mknod",
+    Mkdir => "mkdir",
+    Unlink => "unlink",
+    Rmdir => "rmdir",
+    Symlink => "symlink",
+    Rename => "rename",
+    Link => "link",
+    Open => "open",
+    Read => "read",
+    Write => "write",
+    Flush => "flush",
+    Release => "release",
+    Fsync => "fsync",
+    Opendir => "opendir",
+    Readdir => "readdir",
+    Readdirplus => "readdirplus",
+    Releasedir => "releasedir",
+    Fsyncdir => "fsyncdir",
+    Statfs => "statfs",
+    Setxattr => "setxattr",
+    Getxattr => "getxattr",
+    Listxattr => "listxattr",
+    Removexattr => "removexattr",
+    Access => "access",
+    Create => "create",
+    Getlk => "getlk",
+    Setlk => "setlk",
+    Bmap => "bmap",
+    Ioctl => "ioctl",
+    Poll => "poll",
+    Fallocate => "fallocate",
+    Lseek => "lseek",
+    CopyFileRange => "copy_file_range",
+}
+
+/// Count, total time and latency histogram of one operation.
+#[derive(Debug)]
+pub struct OpStats {
+    count: AtomicU64,
+    total_ns: AtomicU64,
+    buckets: [AtomicU64; BUCKETS],
+}
+
+/// A copy of one operation's statistics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpSnapshot {
+    pub op: Op,
+    pub count: u64,
+    pub total_ns: u64,
+    /// Per-bucket (not cumulative) counts; see [`bucket_bound_ns`].
+    pub buckets: [u64; BUCKETS],
+}
+
+impl OpSnapshot {
+    pub fn mean_ns(&self) -> u64 {
+        self.total_ns.checked_div(self.count).unwrap_or(0)
+    }
+
+    /// Upper bound of the bucket holding the `q` quantile (0 < q <= 1), in
+    /// ns; `None` with no requests, `Some(u64::MAX)` in the unbounded bucket.
+    pub fn quantile_ns(&self, q: f64) -> Option<u64> {
+        let total: u64 = self.buckets.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(if i < BOUNDED_BUCKETS { bucket_bound_ns(i) } else { u64::MAX });
+            }
+        }
+        Some(u64::MAX)
+    }
+}
+
+impl Default for OpStats {
+    fn default() -> Self {
+        OpStats {
+            count: AtomicU64::new(0),
+            total_ns: AtomicU64::new(0),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl OpStats {
+    fn record(&self, ns: u64) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.total_ns.fetch_add(ns, Ordering::Relaxed);
+        self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Every operation's statistics and the byte counters of one mount.
+#[derive(Debug)]
+pub struct Stats {
+    ops: Vec<OpStats>,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+    started: Instant,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
+            read_bytes: AtomicU64::new(0),
+            write_bytes: AtomicU64::new(0),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// Records the time from its creation to its drop against one operation.
+pub struct Timer<'a> {
+    op: &'a OpStats,
+    start: Instant,
+}
+
+impl Drop for Timer<'_> {
+    fn drop(&mut self) {
+        let ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.op.record(ns);
+    }
+}
+
+impl Stats {
+    /// Start timing one request of `op`; it is counted when the timer drops.
+    pub fn time(&self, op: Op) -> Timer<'_> {
+        Timer { op: &self.ops[op as usize], start: Instant::now() }
+    }
+
+    /// Count one request of `op` that took `ns` nanoseconds.
+    pub fn record(&self, op: Op, ns: u64) {
+        self.ops[op as usize].record(ns);
+    }
+
+    pub fn add_read_bytes(&self, n: u64) {
+        self.read_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn add_write_bytes(&self, n: u64) {
+        self.write_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn read_bytes(&self) -> u64 {
+        self.read_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn write_bytes(&self) -> u64 {
+        self.write_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Seconds since the mount started serving.
+    pub fn uptime_secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    /// A copy of every operation's statistics, in [`Op::ALL`] order.
+    pub fn ops(&self) -> Vec<OpSnapshot> {
+        Op::ALL
+            .iter()
+            .zip(&self.ops)
+            .map(|(&op, s)| OpSnapshot {
+                op,
+                count: s.count.load(Ordering::Relaxed),
+                total_ns: s.total_ns.load(Ordering::Relaxed),
+                buckets: std::array::from_fn(|i| s.buckets[i].load(Ordering::Relaxed)),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_upper_bounds() {
+        assert_eq!(bucket_of(0), 0);
+        assert_eq!(bucket_of(1024), 0);
+        assert_eq!(bucket_of(1025), 1);
+        assert_eq!(bucket_of(2048), 1);
+        assert_eq!(bucket_of(2049), 2);
+        assert_eq!(bucket_of(bucket_bound_ns(BOUNDED_BUCKETS - 1)), BOUNDED_BUCKETS - 1);
+        assert_eq!(bucket_of(bucket_bound_ns(BOUNDED_BUCKETS - 1) + 1), BOUNDED_BUCKETS);
+        assert_eq!(bucket_of(u64::MAX), BOUNDED_BUCKETS);
+        for ns in [1u64, 999, 5000, 1 << 20, 123_456_789] {
+            let b = bucket_of(ns);
+            assert!(ns <= bucket_bound_ns(b));
+            assert!(b == 0 || ns > bucket_bound_ns(b - 1));
+        }
+    }
+
+    #[test]
+    fn records_count_sum_and_quantiles() {
+        let s = Stats::default();
+        for _ in 0..99 {
+            s.record(Op::Lookup, 1000);
+        }
+        s.record(Op::Lookup, 1_000_000);
+        let snap = &s.ops()[Op::Lookup as usize];
+        assert_eq!(snap.op, Op::Lookup);
+        assert_eq!(snap.count, 100);
+        assert_eq!(snap.total_ns, 99 * 1000 + 1_000_000);
+        assert_eq!(snap.quantile_ns(0.5), Some(1024));
+        assert_eq!(snap.quantile_ns(0.99), Some(1024));
+        assert_eq!(snap.quantile_ns(1.0), Some(1 << 20));
+        assert_eq!(s.ops()[Op::Read as usize].quantile_ns(0.5), None);
+        {
+            let _t = s.time(Op::Read);
+        }
+        assert_eq!(s.ops()[Op::Read as usize].count, 1);
+    }
+
+    #[test]
+    fn op_names_are_unique_and_index_matches() {
+        let mut names: Vec<_> = Op::ALL.iter().map(|o| o.name()).collect();
+        for (i, op) in Op::ALL.iter().enumerate() {
+            assert_eq!(*op as usize, i);
+        }
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), Op::ALL.len());
+    }
+}

@@ -1,0 +1,157 @@
+//! The live tunables: one row per file in `opts/`. Adding a tunable is
+//! adding a row to [`TUNABLES`] (and a paragraph to docs/TUNABLES.md).
+//!
+//! Owns parsing and applying written values, as fs/fuse/control.c does:
+//! one value per file, bounds checked, `FsError::Invalid` (EINVAL) for
+//! anything out of range, and nothing changes when a write is refused.
+//! Values are parsed by the same functions as the mount options.
+
+use crate::core::types::PAGE_SIZE;
+use crate::core::{Fs, FsError, FsResult};
+use crate::options::{parse_count, parse_size_option};
+
+/// One live tunable: a file in `opts/`.
+pub struct Tunable {
+    /// File name in `opts/`.
+    pub name: &'static str,
+    /// One line, shown in `opts/README` and docs/TUNABLES.md.
+    pub help: &'static str,
+    /// The current value, as written back by a read.
+    pub get: fn(&Fs) -> u64,
+    /// Parse and apply a value (already trimmed); `Invalid` changes nothing.
+    pub set: fn(&Fs, &str) -> FsResult<()>,
+}
+
+/// The table.
+pub const TUNABLES: &[Tunable] = &[
+    Tunable {
+        name: "size",
+        help: "data limit in bytes (reads back in bytes); write bytes, a k/m/g/t suffix or N% of RAM; 0 = unlimited; \
+               growing always works, shrinking below the data in use fails with EINVAL",
+        get: |fs| fs.usage().max_pages.saturating_mul(PAGE_SIZE),
+        set: |fs, v| {
+            let bytes = parse_size_option(v).map_err(|_| FsError::Invalid)?;
+            fs.set_max_pages(bytes.div_ceil(PAGE_SIZE))
+        },
+    },
+    Tunable {
+        name: "nr_inodes",
+        help: "inode limit; write a number with an optional k/m/g suffix; 0 = unlimited; \
+               shrinking below the inodes in use fails with EINVAL",
+        get: |fs| fs.usage().max_inodes,
+        set: |fs, v| fs.set_max_inodes(parse_count(v).map_err(|_| FsError::Invalid)?),
+    },
+    Tunable {
+        name: "no_data",
+        help: "1 = discard written bytes but keep file sizes (reads of them return zeros), \
+               for benchmarking metadata alone; 0 = store data (default)",
+        get: |fs| u64::from(fs.no_data()),
+        set: |fs, v| {
+            match v {
+                "0" => fs.set_no_data(false),
+                "1" => fs.set_no_data(true),
+                _ => return Err(FsError::Invalid),
+            }
+            Ok(())
+        },
+    },
+];
+
+/// Longest value accepted in one write; longer writes are EINVAL.
+pub const MAX_VALUE_LEN: usize = 256;
+
+/// The value in a write: UTF-8, surrounding whitespace (the shell's
+/// newline) removed, not empty, not longer than [`MAX_VALUE_LEN`].
+pub fn value_of(data: &[u8]) -> FsResult<&str> {
+    if data.len() > MAX_VALUE_LEN {
+        return Err(FsError::Invalid);
+    }
+    let v = std::str::from_utf8(data).map_err(|_| FsError::Invalid)?.trim_ascii();
+    if v.is_empty() {
+        return Err(FsError::Invalid);
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::{Caller, FsConfig, ROOT_INO};
+
+    fn tunable(name: &str) -> &'static Tunable {
+        TUNABLES.iter().find(|t| t.name == name).unwrap()
+    }
+
+    fn set(fs: &Fs, name: &str, raw: &[u8]) -> FsResult<()> {
+        (tunable(name).set)(fs, value_of(raw)?)
+    }
+
+    #[test]
+    fn size_parses_like_the_mount_option_and_reads_back_in_bytes() {
+        let fs = Fs::new(FsConfig::with_limits(10, 100));
+        assert_eq!((tunable("size").get)(&fs), 10 * PAGE_SIZE);
+        set(&fs, "size", b"2G\n").unwrap();
+        assert_eq!((tunable("size").get)(&fs), 2 << 30);
+        set(&fs, "size", b"4097").unwrap(); // rounded up to whole pages
+        assert_eq!((tunable("size").get)(&fs), 2 * PAGE_SIZE);
+        set(&fs, "size", b"0").unwrap();
+        assert_eq!((tunable("size").get)(&fs), 0);
+    }
+
+    #[test]
+    fn invalid_values_change_nothing() {
+        let fs = Fs::new(FsConfig::with_limits(10, 100));
+        let bad: &[&[u8]] =
+            &[b"", b"\n", b"abc", b"-1", b"1x", b"0%", b"101%", b"\xff\xfe", b"1 2", &[b'1'; MAX_VALUE_LEN + 1]];
+        for raw in bad {
+            assert_eq!(set(&fs, "size", raw), Err(FsError::Invalid), "{raw:?}");
+            assert_eq!(set(&fs, "nr_inodes", raw), Err(FsError::Invalid), "{raw:?}");
+            assert_eq!(set(&fs, "no_data", raw), Err(FsError::Invalid), "{raw:?}");
+        }
+        for raw in [&b"2"[..], b"yes", b"01", b"true"] {
+            assert_eq!(set(&fs, "no_data", raw), Err(FsError::Invalid), "{raw:?}");
+        }
+        assert_eq!((tunable("size").get)(&fs), 10 * PAGE_SIZE);
+        assert_eq!((tunable("nr_inodes").get)(&fs), 100);
+        assert_eq!((tunable("no_data").get)(&fs), 0);
+    }
+
+    #[test]
+    fn no_data_toggles() {
+        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        set(&fs, "no_data", b"1\n").unwrap();
+        assert!(fs.no_data());
+        assert_eq!((tunable("no_data").get)(&fs), 1);
+        set(&fs, "no_data", b" 0 ").unwrap();
+        assert!(!fs.no_data());
+    }
+
+    #[test]
+    fn shrinking_below_use_is_refused_and_changes_nothing() {
+        let fs = Fs::new(FsConfig::with_limits(100, 100));
+        let me = Caller { uid: 0, gid: 0, pid: 1 };
+        for name in [&b"a"[..], b"b"] {
+            let f = fs.mknod(ROOT_INO, name, libc::S_IFREG | 0o644, 0, 0, &me).unwrap();
+            fs.write(f.ino, 0, &[7u8; 3 * PAGE_SIZE as usize], &me).unwrap();
+        }
+        // 6 pages and 3 inodes (the root counts) in use.
+        assert_eq!(set(&fs, "size", b"20k"), Err(FsError::Invalid));
+        assert_eq!((tunable("size").get)(&fs), 100 * PAGE_SIZE);
+        assert_eq!(set(&fs, "nr_inodes", b"2"), Err(FsError::Invalid));
+        assert_eq!((tunable("nr_inodes").get)(&fs), 100);
+        assert_eq!(set(&fs, "size", b"24k"), Ok(()));
+        assert_eq!(set(&fs, "nr_inodes", b"3"), Ok(()));
+        assert_eq!((tunable("nr_inodes").get)(&fs), 3);
+    }
+
+    #[test]
+    fn help_is_one_line_and_names_are_unique() {
+        let mut names: Vec<_> = TUNABLES.iter().map(|t| t.name).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), TUNABLES.len());
+        for t in TUNABLES {
+            assert!(!t.help.contains('\n') && !t.help.contains("  "), "{}", t.name);
+        }
+    }
+}
