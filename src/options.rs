@@ -118,7 +118,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "threads",
         takes_value: true,
-        help: "FUSE worker threads, 1-64 (default 1: fastest on small machines, see docs/TUNABLES.md)",
+        help: "FUSE worker threads, 1-64 (default 1: measured fastest on 2 vCPUs, docs/TUNABLES.md)",
         apply: |o, v| {
             o.threads = v.parse().ok().filter(|n| (1..=64).contains(n)).ok_or("must be a number from 1 to 64")?;
             Ok(())
