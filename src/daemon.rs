@@ -11,12 +11,14 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::OnceLock;
 
 use fuser::{Config, MountOption, Session, SessionACL};
 
 use crate::core::{Fs, FsConfig};
 use crate::ctl::stats::Stats;
 use crate::ctl::{Ctl, CtlConfig};
+use crate::fuse::invalidate::Invalidator;
 use crate::fuse::{Counted, MemFs};
 use crate::options::MountOptions;
 use crate::sync::Arc;
@@ -157,9 +159,13 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         };
         Ctl::new(cfg, fs.clone(), stats.clone())
     });
-    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone()), stats);
+    let notifier = Arc::new(OnceLock::new());
+    let invalidator =
+        Invalidator::start(notifier.clone()).map_err(|e| format!("cannot start the invalidation thread: {e}"))?;
+    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator), stats);
     let mut session = Session::new(memfs, mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
+    let _ = notifier.set(session.notifier());
     let mut unmounter = session.unmount_callable();
     std::thread::Builder::new()
         .name("memfs-signals".into())

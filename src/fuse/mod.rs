@@ -24,6 +24,7 @@
 
 mod convert;
 mod counted;
+pub mod invalidate;
 
 pub use counted::Counted;
 
@@ -43,6 +44,7 @@ use crate::ctl::stats::Stats;
 use crate::ctl::{is_ctl_ino, Ctl};
 use crate::sync::Arc;
 use convert::{errno, file_attr, negative_attr, set_time};
+use invalidate::Invalidator;
 
 /// How long the kernel may trust what we tell it (about 136 years).
 const TTL: Duration = Duration::from_secs(u32::MAX as u64);
@@ -56,11 +58,13 @@ pub struct MemFs {
     ctl: Option<Ctl>,
     /// Byte counters (operation counts are kept by [`Counted`]).
     stats: Arc<Stats>,
+    /// Drops discarded (`no_data`) ranges from the kernel's page cache.
+    invalidator: Invalidator,
 }
 
 impl MemFs {
-    pub fn new(fs: Arc<Fs>, ctl: Option<Ctl>, stats: Arc<Stats>) -> MemFs {
-        MemFs { fs, ctl, stats }
+    pub fn new(fs: Arc<Fs>, ctl: Option<Ctl>, stats: Arc<Stats>, invalidator: Invalidator) -> MemFs {
+        MemFs { fs, ctl, stats, invalidator }
     }
 
     /// The control directory, if `ino` is one of its inodes.
@@ -324,7 +328,10 @@ impl Filesystem for MemFs {
         match result {
             Ok(n) => {
                 self.stats.add_write_bytes(n as u64);
-                reply.written(n as u32)
+                reply.written(n as u32);
+                if self.ctl(ino).is_none() && self.fs.no_data() {
+                    self.invalidator.drop_cached(ino.0, offset, n as u64);
+                }
             }
             Err(e) => reply.error(errno(e)),
         }

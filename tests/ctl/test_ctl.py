@@ -7,6 +7,7 @@ own memfs and unmounts it, whatever happens; each has a time limit.
 import errno
 import json
 import os
+import time
 import subprocess
 
 import pytest
@@ -334,6 +335,27 @@ def test_no_data_discards_bytes_but_keeps_sizes():
         g = os.path.join(mnt, "kept")
         fill(g, 100)
         assert read(g) == "x" * 100
+
+
+@pytest.mark.timeout(30)
+def test_no_data_reads_zeros_without_dropping_the_page_cache():
+    """Full pages written with no_data=1 would stay in the kernel's page cache
+    (memfs keeps it across opens); memfs asks the kernel to drop them, so a
+    reader sees zeros without any fadvise. The drop is asynchronous: allow a
+    second (docs/CONTROL.md)."""
+    with mounted("memfs", "size=64k") as mnt:
+        assert set_opt(mnt, "no_data", b"1\n") == 0
+        f = os.path.join(mnt, "pages")
+        fd = os.open(f, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            assert os.write(fd, b"A" * 16384) == 16384
+            deadline = time.monotonic() + 1.0
+            while os.pread(fd, 16384, 0) != bytes(16384) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert os.pread(fd, 16384, 0) == bytes(16384)
+            assert os.fstat(fd).st_size == 16384
+        finally:
+            os.close(fd)
 
 
 def test_prometheus_file_parses():
