@@ -19,6 +19,7 @@ use crate::core::{Fs, FsConfig};
 use crate::ctl::stats::Stats;
 use crate::ctl::{Ctl, CtlConfig};
 use crate::fuse::invalidate::Invalidator;
+use crate::fuse::Parked;
 use crate::fuse::{Counted, MemFs};
 use crate::options::MountOptions;
 use crate::sync::Arc;
@@ -162,7 +163,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     let notifier = Arc::new(OnceLock::new());
     let invalidator =
         Invalidator::start(notifier.clone()).map_err(|e| format!("cannot start the invalidation thread: {e}"))?;
-    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator), stats);
+    let parked = Parked::start().map_err(|e| format!("cannot start the parked-request thread: {e}"))?;
+    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked), stats);
     let mut session = Session::new(memfs, mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
     let _ = notifier.set(session.notifier());

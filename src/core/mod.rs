@@ -98,6 +98,9 @@ pub struct Fs {
     reserved_name: Option<Box<[u8]>>,
     /// Discard written bytes, keeping sizes (tunable `no_data`, for metadata benchmarks).
     no_data: AtomicBool,
+    /// Inodes whose last name is gone but which the kernel still references
+    /// (open, or its FORGET not yet delivered): space they hold may come back.
+    orphans: AtomicU64,
 }
 
 impl Fs {
@@ -112,6 +115,7 @@ impl Fs {
             dir_index: cfg.dir_index,
             reserved_name: cfg.reserved_name.map(Vec::into_boxed_slice),
             no_data: AtomicBool::new(false),
+            orphans: AtomicU64::new(0),
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.
@@ -158,9 +162,21 @@ impl Fs {
 
     /// Remove `ino` from the table if nothing refers to it any more.
     fn evict_if_unreferenced(&self, ino: Ino) {
-        if ino != ROOT_INO {
-            self.inodes.remove_if(&ino, |_, inode| inode.is_unreferenced());
+        if ino != ROOT_INO && self.inodes.remove_if(&ino, |_, inode| inode.is_unreferenced()).is_some() {
+            self.orphans.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+
+    /// An inode lost its last name; it is evicted when the kernel forgets it.
+    fn orphaned(&self) {
+        self.orphans.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Number of unlinked inodes the kernel still references. When a charge
+    /// fails while this is non-zero, space may come back as soon as the
+    /// kernel's pending FORGETs are read (the FUSE layer retries then).
+    pub fn orphans(&self) -> u64 {
+        self.orphans.load(Ordering::Acquire)
     }
 
     /// Allocate an inode number and register a new inode (already charged).

@@ -248,7 +248,9 @@ impl Fs {
         let child = self.get(entry.ino)?;
         self.remove_entry(&mut dir, name);
         let now = Timespec::now();
-        drop_link(&child, &self.usage, now);
+        if drop_link(&child, &self.usage, now) {
+            self.orphaned();
+        }
         let mut pm = p.meta();
         pm.size -= DIRENT_SIZE;
         pm.touch_modified(now);
@@ -285,6 +287,7 @@ impl Fs {
                 m.nlink = 0;
                 m.ctime = now;
             }
+            self.orphaned();
             let mut pm = p.meta();
             pm.nlink -= 1;
             pm.size -= DIRENT_SIZE;
@@ -405,12 +408,16 @@ impl Fs {
         match mv.dst {
             Some(dst) => {
                 locks.get(np.ino).replace(mv.newname, src.ino, src.kind);
-                if src_is_dir {
+                let last = if src_is_dir {
                     let mut dm = dst.meta();
                     dm.nlink = 0;
                     dm.ctime = now;
+                    true
                 } else {
-                    drop_link(dst, &self.usage, now);
+                    drop_link(dst, &self.usage, now)
+                };
+                if last {
+                    self.orphaned();
                 }
                 if src_is_dir {
                     adjust_nlink(op, -1);
@@ -563,14 +570,15 @@ fn whiteout_meta(caller: &Caller, parent: Ino, now: Timespec) -> Meta {
 
 /// One name of a non-directory is gone. As shmem_unlink, a name other than
 /// the last gives back the inode space its link took; the last one's goes
-/// when the inode is freed.
-fn drop_link(inode: &Inode, usage: &Usage, now: Timespec) {
+/// when the inode is freed. Returns whether that was the last name.
+fn drop_link(inode: &Inode, usage: &Usage, now: Timespec) -> bool {
     let mut m = inode.meta();
     if m.nlink > 1 {
         usage.uncharge_inode();
     }
     m.nlink = m.nlink.saturating_sub(1);
     m.ctime = now;
+    m.nlink == 0
 }
 
 fn adjust_nlink(dir: &Inode, delta: i32) {

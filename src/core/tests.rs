@@ -324,3 +324,26 @@ fn btree_index_behaves_like_hash_and_meta_bytes_return() {
     fs.forget(d.ino, 1);
     assert_eq!(fs.usage().meta_bytes, base);
 }
+
+#[test]
+fn orphans_count_unlinked_inodes_until_forgotten() {
+    let fs = fs();
+    let a = file(&fs, ROOT_INO, "a");
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, &ME).unwrap();
+    let b = file(&fs, ROOT_INO, "b");
+    fs.link(b.ino, ROOT_INO, b"b2").unwrap();
+    assert_eq!(fs.orphans(), 0);
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    fs.rmdir(ROOT_INO, b"d").unwrap();
+    fs.unlink(ROOT_INO, b"b").unwrap(); // b2 still names it
+    assert_eq!(fs.orphans(), 2);
+    fs.forget(a.ino, 1);
+    fs.forget(d.ino, 1);
+    assert_eq!(fs.orphans(), 0);
+    let c = file(&fs, ROOT_INO, "c");
+    fs.rename(ROOT_INO, b"c", ROOT_INO, b"b2", RenameFlags::default(), &ME).unwrap();
+    assert_eq!(fs.orphans(), 1); // b lost its last name
+    fs.forget(b.ino, 2);
+    assert_eq!(fs.orphans(), 0);
+    let _ = c;
+}

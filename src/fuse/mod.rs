@@ -25,8 +25,9 @@
 mod convert;
 mod counted;
 pub mod invalidate;
-
+mod parked;
 pub use counted::Counted;
+pub use parked::Parked;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -60,11 +61,44 @@ pub struct MemFs {
     stats: Arc<Stats>,
     /// Drops discarded (`no_data`) ranges from the kernel's page cache.
     invalidator: Invalidator,
+    /// Requests waiting for a deleted file's space (see parked.rs).
+    parked: Arc<Parked>,
 }
 
 impl MemFs {
-    pub fn new(fs: Arc<Fs>, ctl: Option<Ctl>, stats: Arc<Stats>, invalidator: Invalidator) -> MemFs {
-        MemFs { fs, ctl, stats, invalidator }
+    pub fn new(
+        fs: Arc<Fs>,
+        ctl: Option<Ctl>,
+        stats: Arc<Stats>,
+        invalidator: Invalidator,
+        parked: Arc<Parked>,
+    ) -> MemFs {
+        MemFs { fs, ctl, stats, invalidator, parked }
+    }
+
+    /// Whether a failed `result` should wait for space being freed.
+    fn should_park<T>(&self, result: &FsResult<T>) -> bool {
+        matches!(result, Err(FsError::NoSpace)) && self.fs.orphans() > 0
+    }
+
+    /// Park `op`, retried after each FORGET until it no longer runs out of
+    /// space or its grace period ends; then `send` replies with its result.
+    fn park<R, T>(&self, reply: R, mut op: impl FnMut() -> FsResult<T> + Send + 'static, send: fn(R, FsResult<T>))
+    where
+        R: Send + 'static,
+        T: 'static,
+    {
+        let mut reply = Some(reply);
+        self.parked.park(Box::new(move |last| {
+            let result = op();
+            if !last && matches!(result, Err(FsError::NoSpace)) {
+                return false;
+            }
+            if let Some(reply) = reply.take() {
+                send(reply, result);
+            }
+            true
+        }));
     }
 
     /// The control directory, if `ino` is one of its inodes.
@@ -115,6 +149,13 @@ fn reply_attr(reply: ReplyAttr, result: Result<crate::core::Attr, FsError>) {
     }
 }
 
+fn reply_written(reply: ReplyWrite, result: FsResult<usize>) {
+    match result {
+        Ok(n) => reply.written(n as u32),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
 fn reply_empty(reply: ReplyEmpty, result: Result<(), FsError>) {
     match result {
         Ok(()) => reply.ok(),
@@ -160,7 +201,10 @@ impl Filesystem for MemFs {
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         match self.ctl(ino) {
             Some(ctl) => ctl.forget(ino.0),
-            None => self.fs.forget(ino.0, nlookup),
+            None => {
+                self.fs.forget(ino.0, nlookup);
+                self.parked.retry();
+            }
         }
     }
 
@@ -212,14 +256,26 @@ impl Filesystem for MemFs {
         if let Some(ctl) = self.ctl(parent) {
             return reply.error(errno(ctl.refuse()));
         }
-        reply_entry(reply, self.fs.mknod(parent.0, bytes(name), mode, umask, rdev, &caller(req)));
+        let c = caller(req);
+        let result = self.fs.mknod(parent.0, bytes(name), mode, umask, rdev, &c);
+        if self.should_park(&result) {
+            let (fs, name) = (self.fs.clone(), name.to_owned());
+            return self.park(reply, move || fs.mknod(parent.0, name.as_bytes(), mode, umask, rdev, &c), reply_entry);
+        }
+        reply_entry(reply, result);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         if let Some(ctl) = self.ctl(parent) {
             return reply.error(errno(ctl.refuse()));
         }
-        reply_entry(reply, self.fs.mkdir(parent.0, bytes(name), mode, umask, &caller(req)));
+        let c = caller(req);
+        let result = self.fs.mkdir(parent.0, bytes(name), mode, umask, &c);
+        if self.should_park(&result) {
+            let (fs, name) = (self.fs.clone(), name.to_owned());
+            return self.park(reply, move || fs.mkdir(parent.0, name.as_bytes(), mode, umask, &c), reply_entry);
+        }
+        reply_entry(reply, result);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -240,8 +296,14 @@ impl Filesystem for MemFs {
         if let Some(ctl) = self.ctl(parent) {
             return reply.error(errno(ctl.refuse()));
         }
-        let target = target.as_os_str().as_bytes();
-        reply_entry(reply, self.fs.symlink(parent.0, bytes(link_name), target, &caller(req)));
+        let c = caller(req);
+        let result = self.fs.symlink(parent.0, bytes(link_name), target.as_os_str().as_bytes(), &c);
+        if self.should_park(&result) {
+            let (fs, name, target) = (self.fs.clone(), link_name.to_owned(), target.to_owned());
+            let op = move || fs.symlink(parent.0, name.as_bytes(), target.as_os_str().as_bytes(), &c);
+            return self.park(reply, op, reply_entry);
+        }
+        reply_entry(reply, result);
     }
 
     fn rename(
@@ -277,7 +339,12 @@ impl Filesystem for MemFs {
         if let Some(ctl) = self.ctl(ino).or(self.ctl(newparent)) {
             return reply.error(errno(ctl.refuse()));
         }
-        reply_entry(reply, self.fs.link(ino.0, newparent.0, bytes(newname)));
+        let result = self.fs.link(ino.0, newparent.0, bytes(newname));
+        if self.should_park(&result) {
+            let (fs, name) = (self.fs.clone(), newname.to_owned());
+            return self.park(reply, move || fs.link(ino.0, newparent.0, name.as_bytes()), reply_entry);
+        }
+        reply_entry(reply, result);
     }
 
     /// ENOSYS: the kernel then stops sending OPEN (no_open) and keeps its page cache.
@@ -321,10 +388,22 @@ impl Filesystem for MemFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let c = caller(req);
         let result = match self.ctl(ino) {
-            Some(ctl) => ctl.write(ino.0, offset, data, &caller(req)),
-            None => self.fs.write(ino.0, offset, data, &caller(req)),
+            Some(ctl) => ctl.write(ino.0, offset, data, &c),
+            None => self.fs.write(ino.0, offset, data, &c),
         };
+        if self.ctl(ino).is_none() && self.should_park(&result) {
+            let (fs, stats, data) = (self.fs.clone(), self.stats.clone(), data.to_vec());
+            let op = move || {
+                let result = fs.write(ino.0, offset, &data, &c);
+                if let Ok(n) = result {
+                    stats.add_write_bytes(n as u64);
+                }
+                result
+            };
+            return self.park(reply, op, reply_written);
+        }
         match result {
             Ok(n) => {
                 self.stats.add_write_bytes(n as u64);
@@ -436,7 +515,12 @@ impl Filesystem for MemFs {
             punch_hole: mode & libc::FALLOC_FL_PUNCH_HOLE != 0,
             zero_range: mode & libc::FALLOC_FL_ZERO_RANGE != 0,
         };
-        reply_empty(reply, self.fs.fallocate(ino.0, offset, length, mode));
+        let result = self.fs.fallocate(ino.0, offset, length, mode);
+        if self.should_park(&result) {
+            let fs = self.fs.clone();
+            return self.park(reply, move || fs.fallocate(ino.0, offset, length, mode), reply_empty);
+        }
+        reply_empty(reply, result);
     }
 
     fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
