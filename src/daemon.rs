@@ -9,20 +9,21 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::Path;
-use std::sync::OnceLock;
 
 use fuser::{Config, MountOption, Session, SessionACL};
 
 use crate::core::{Fs, FsConfig};
 use crate::ctl::stats::Stats;
+use crate::ctl::tunables::Knobs;
 use crate::ctl::{Ctl, CtlConfig};
 use crate::fuse::invalidate::Invalidator;
+use crate::fuse::poll::Poller;
 use crate::fuse::Parked;
 use crate::fuse::{Counted, MemFs};
 use crate::options::MountOptions;
-use crate::sync::Arc;
+use crate::sync::{Arc, OnceLock};
 
 /// Mount `opts` at `mountpoint` and serve it. Returns when unmounted
 /// (foreground) or, in the parent of a daemon, once the mount is live.
@@ -149,6 +150,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         reserved_name: opts.ctldir.as_ref().map(|n| n.as_bytes().to_vec()),
     }));
     let stats = Arc::new(Stats::default());
+    let knobs = Arc::new(Knobs::new(opts.poll_us));
     let ctl = opts.ctldir.as_ref().map(|name| {
         // SAFETY: geteuid/getegid have no preconditions.
         let (owner_uid, owner_gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -158,16 +160,19 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
             owner_gid,
             mountpoint: mountpoint.to_string_lossy().into_owned(),
         };
-        Ctl::new(cfg, fs.clone(), stats.clone())
+        Ctl::new(cfg, fs.clone(), stats.clone(), knobs.clone())
     });
     let notifier = Arc::new(OnceLock::new());
     let invalidator =
         Invalidator::start(notifier.clone()).map_err(|e| format!("cannot start the invalidation thread: {e}"))?;
     let parked = Parked::start().map_err(|e| format!("cannot start the parked-request thread: {e}"))?;
-    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked), stats);
+    let poller = Arc::new(OnceLock::new());
+    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked), stats, poller.clone());
     let mut session = Session::new(memfs, mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
     let _ = notifier.set(session.notifier());
+    let _ =
+        poller.set(Poller::start(session.as_fd(), knobs).map_err(|e| format!("cannot start the polling thread: {e}"))?);
     let mut unmounter = session.unmount_callable();
     std::thread::Builder::new()
         .name("memfs-signals".into())

@@ -11,6 +11,10 @@ use fuser::MountOption;
 use crate::core::types::PAGE_SIZE;
 use crate::core::DirIndex;
 
+/// Default and largest `poll_us=` (microseconds), docs/TUNABLES.md.
+pub const DEFAULT_POLL_US: u64 = 200;
+pub const MAX_POLL_US: u64 = 1_000_000;
+
 /// Default name of the control directory (`ctldir=`).
 pub const DEFAULT_CTLDIR: &str = ".memfs";
 
@@ -27,6 +31,8 @@ pub struct MountOptions {
     pub gid: u32,
     /// FUSE worker threads.
     pub threads: usize,
+    /// How long the worker polls the device after a request (0 = never).
+    pub poll_us: u64,
     pub noatime: bool,
     /// Name shown as the source in /proc/mounts.
     pub fsname: String,
@@ -121,6 +127,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "FUSE worker threads, 1-64 (default 1: measured fastest on 2 vCPUs, docs/TUNABLES.md)",
         apply: |o, v| {
             o.threads = v.parse().ok().filter(|n| (1..=64).contains(n)).ok_or("must be a number from 1 to 64")?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "poll_us",
+        takes_value: true,
+        help: "microseconds the worker polls for the next request before sleeping, 0-1000000, 0 = never \
+               (default 200, docs/TUNABLES.md)",
+        apply: |o, v| {
+            o.poll_us = v
+                .parse()
+                .ok()
+                .filter(|&us| us <= MAX_POLL_US)
+                .ok_or("must be a number of microseconds from 0 to 1000000")?;
             Ok(())
         },
     },
@@ -352,12 +372,14 @@ impl MountOptions {
     pub fn defaults(uid: u32, gid: u32) -> MountOptions {
         let ram = ram_bytes();
         MountOptions {
-            size: ram / 2,
+            // tmpfs: half of RAM in whole pages, rounded down.
+            size: ram / PAGE_SIZE / 2 * PAGE_SIZE,
             nr_inodes: ram / PAGE_SIZE / 2,
             mode: 0o1777,
             uid,
             gid,
             threads: 1,
+            poll_us: DEFAULT_POLL_US,
             noatime: false,
             fsname: "memfs".into(),
             flags: vec![],
@@ -380,7 +402,8 @@ pub fn parse_size_option(v: &str) -> Result<u64, String> {
         if pct == 0 || pct > 100 {
             return Err("percentage must be between 1 and 100".into());
         }
-        return Ok(ram_bytes() / 100 * pct);
+        // As tmpfs: RAM bytes * pct / 100, later rounded up to whole pages.
+        return Ok(ram_bytes().saturating_mul(pct) / 100);
     }
     parse_count(v)
 }
@@ -479,12 +502,23 @@ mod tests {
             "ctldir=..",
             "dirindex=list",
             "dirindex",
+            "poll_us=-1",
+            "poll_us=1000001",
+            "poll_us=1ms",
+            "poll_us",
         ] {
             let err = parse(bad, d()).unwrap_err();
             let name = bad.split('=').next().unwrap();
             assert!(err.contains(name), "{bad}: {err}");
         }
         assert!(parse("ro", d()).unwrap_err().contains("read-only"));
+    }
+
+    #[test]
+    fn poll_us() {
+        assert_eq!(d().poll_us, DEFAULT_POLL_US);
+        assert_eq!(parse("poll_us=0", d()).unwrap().poll_us, 0);
+        assert_eq!(parse("poll_us=1000000", d()).unwrap().poll_us, MAX_POLL_US);
     }
 
     #[test]

@@ -2,6 +2,6 @@
 //! replace them in tests later. parking_lot locks do not poison: a panic
 //! while one is held cannot wedge every later request.
 
-pub use parking_lot::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-pub use std::sync::Arc;
+pub use std::sync::{Arc, OnceLock};

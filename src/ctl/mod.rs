@@ -32,7 +32,7 @@ use crate::sync::Arc;
 use metrics::View;
 use snapshots::{Snapshot, Snapshots, MAX_SNAPSHOTS, SEQ_BITS};
 use stats::Stats;
-use tunables::Tunable;
+use tunables::{Knobs, Target, Tunable};
 
 /// Set in every control inode number, never in the core's.
 pub const CTL_BIT: u64 = 1 << 63;
@@ -75,6 +75,8 @@ pub struct Ctl {
     cfg: CtlConfig,
     fs: Arc<Fs>,
     stats: Arc<Stats>,
+    /// Live settings of the FUSE layer, changed through `opts/`.
+    knobs: Arc<Knobs>,
     nodes: Vec<Node>,
     snapshots: Snapshots,
     created: Timespec,
@@ -105,9 +107,13 @@ fn node_ino(id: usize, seq: u64) -> u64 {
 }
 
 impl Ctl {
-    pub fn new(cfg: CtlConfig, fs: Arc<Fs>, stats: Arc<Stats>) -> Ctl {
+    pub fn new(cfg: CtlConfig, fs: Arc<Fs>, stats: Arc<Stats>, knobs: Arc<Knobs>) -> Ctl {
         let nodes = tree(&cfg.name);
-        Ctl { cfg, fs, stats, nodes, snapshots: Snapshots::new(MAX_SNAPSHOTS), created: Timespec::now() }
+        Ctl { cfg, fs, stats, knobs, nodes, snapshots: Snapshots::new(MAX_SNAPSHOTS), created: Timespec::now() }
+    }
+
+    fn target(&self) -> Target<'_> {
+        Target { fs: &self.fs, knobs: &self.knobs }
     }
 
     /// Whether a request about `name` in `parent` is the control directory's:
@@ -147,7 +153,7 @@ impl Ctl {
     fn render(&self, id: usize) -> Vec<u8> {
         match self.nodes[id].body {
             Body::Dir => vec![],
-            Body::Tunable(t) => format!("{}\n", (t.get)(&self.fs)).into_bytes(),
+            Body::Tunable(t) => format!("{}\n", (t.get)(&self.target())).into_bytes(),
             Body::Text(f) => f(&self.view()).into_bytes(),
         }
     }
@@ -290,7 +296,7 @@ impl Ctl {
         if offset != 0 {
             return Err(FsError::Invalid);
         }
-        (tunable.set)(&self.fs, tunables::value_of(data)?)?;
+        (tunable.set)(&self.target(), tunables::value_of(data)?)?;
         Ok(data.len())
     }
 

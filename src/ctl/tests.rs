@@ -9,7 +9,7 @@ const OWNER: u32 = 1000;
 fn ctl() -> Ctl {
     let fs = Arc::new(Fs::new(FsConfig::with_limits(256, 1000)));
     let cfg = CtlConfig { name: b".memfs".to_vec(), owner_uid: OWNER, owner_gid: OWNER, mountpoint: "/mnt".into() };
-    Ctl::new(cfg, fs, Arc::new(Stats::default()))
+    Ctl::new(cfg, fs, Arc::new(Stats::default()), Arc::new(super::tunables::Knobs::new(0)))
 }
 
 fn who(uid: u32) -> Caller {
@@ -137,7 +137,7 @@ fn readdir_lists_and_resumes() {
     let c = ctl();
     let opts = path(&c, &["opts"]).unwrap().ino;
     let names: Vec<String> = listing(&c, opts, 0, false, 100).into_iter().map(|e| e.0).collect();
-    assert_eq!(names, [".", "..", "README", "size", "nr_inodes", "no_data"]);
+    assert_eq!(names, [".", "..", "README", "size", "nr_inodes", "no_data", "poll_us"]);
     let rest = listing(&c, opts, 3, false, 100);
     assert_eq!(rest[0].0, "size");
     let top = path(&c, &[]).unwrap().ino;
@@ -151,14 +151,15 @@ fn readdirplus_gives_snapshots_with_sizes_and_drops_unsent_ones() {
     let opts = path(&c, &["opts"]).unwrap().ino;
     let before = c.snapshots.len();
     let all = listing(&c, opts, 0, true, 100);
-    assert_eq!(c.snapshots.len(), before + 4);
+    let files = 1 + super::tunables::TUNABLES.len(); // README and one per tunable
+    assert_eq!(c.snapshots.len(), before + files);
     let size = all.iter().find(|e| e.0 == "size").unwrap().2.unwrap();
     assert_eq!(size.size, 8);
     assert_eq!(c.read(size.ino, 0, 100).unwrap(), b"1048576\n");
     // A reply buffer with room for 3 entries: README is sent, size is not.
     let partial = listing(&c, opts, 0, true, 3);
     assert_eq!(partial.len(), 3);
-    assert_eq!(c.snapshots.len(), before + 5);
+    assert_eq!(c.snapshots.len(), before + files + 1);
     let top = path(&c, &[]).unwrap().ino;
     let dotdot = listing(&c, top, 0, true, 100).into_iter().find(|e| e.0 == "..").unwrap();
     assert_eq!(dotdot.2.unwrap().ino, ROOT_INO);

@@ -8,7 +8,29 @@
 
 use crate::core::types::PAGE_SIZE;
 use crate::core::{Fs, FsError, FsResult};
-use crate::options::{parse_count, parse_size_option};
+use crate::options::{parse_count, parse_size_option, MAX_POLL_US};
+use crate::sync::{AtomicU64, Ordering};
+
+/// Live settings of the layers above the core (the FUSE transport), read
+/// by those layers on every use and changed here.
+#[derive(Debug)]
+pub struct Knobs {
+    /// How long the FUSE worker keeps polling the device after a request,
+    /// in microseconds; 0 = never poll (fuse/poll.rs).
+    pub poll_us: AtomicU64,
+}
+
+impl Knobs {
+    pub const fn new(poll_us: u64) -> Knobs {
+        Knobs { poll_us: AtomicU64::new(poll_us) }
+    }
+}
+
+/// What a tunable reads and changes.
+pub struct Target<'a> {
+    pub fs: &'a Fs,
+    pub knobs: &'a Knobs,
+}
 
 /// One live tunable: a file in `opts/`.
 pub struct Tunable {
@@ -17,9 +39,9 @@ pub struct Tunable {
     /// One line, shown in `opts/README` and docs/TUNABLES.md.
     pub help: &'static str,
     /// The current value, as written back by a read.
-    pub get: fn(&Fs) -> u64,
+    pub get: fn(&Target) -> u64,
     /// Parse and apply a value (already trimmed); `Invalid` changes nothing.
-    pub set: fn(&Fs, &str) -> FsResult<()>,
+    pub set: fn(&Target, &str) -> FsResult<()>,
 }
 
 /// The table.
@@ -28,30 +50,41 @@ pub const TUNABLES: &[Tunable] = &[
         name: "size",
         help: "data limit in bytes (reads back in bytes); write bytes, a k/m/g/t suffix or N% of RAM; 0 = unlimited; \
                growing always works, shrinking below the data in use fails with EINVAL",
-        get: |fs| fs.usage().max_pages.saturating_mul(PAGE_SIZE),
-        set: |fs, v| {
+        get: |t| t.fs.usage().max_pages.saturating_mul(PAGE_SIZE),
+        set: |t, v| {
             let bytes = parse_size_option(v).map_err(|_| FsError::Invalid)?;
-            fs.set_max_pages(bytes.div_ceil(PAGE_SIZE))
+            t.fs.set_max_pages(bytes.div_ceil(PAGE_SIZE))
         },
     },
     Tunable {
         name: "nr_inodes",
         help: "inode limit; write a number with an optional k/m/g suffix; 0 = unlimited; \
                shrinking below the inodes in use fails with EINVAL",
-        get: |fs| fs.usage().max_inodes,
-        set: |fs, v| fs.set_max_inodes(parse_count(v).map_err(|_| FsError::Invalid)?),
+        get: |t| t.fs.usage().max_inodes,
+        set: |t, v| t.fs.set_max_inodes(parse_count(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
         name: "no_data",
         help: "1 = discard written bytes but keep file sizes (reads of them return zeros), \
                for benchmarking metadata alone; 0 = store data (default)",
-        get: |fs| u64::from(fs.no_data()),
-        set: |fs, v| {
+        get: |t| u64::from(t.fs.no_data()),
+        set: |t, v| {
             match v {
-                "0" => fs.set_no_data(false),
-                "1" => fs.set_no_data(true),
+                "0" => t.fs.set_no_data(false),
+                "1" => t.fs.set_no_data(true),
                 _ => return Err(FsError::Invalid),
             }
+            Ok(())
+        },
+    },
+    Tunable {
+        name: "poll_us",
+        help: "microseconds the FUSE worker keeps polling for the next request before it sleeps, \
+               while a CPU is idle to spare (0-1000000; 0 = never poll)",
+        get: |t| t.knobs.poll_us.load(Ordering::Relaxed),
+        set: |t, v| {
+            let us = v.parse::<u64>().ok().filter(|&us| us <= MAX_POLL_US).ok_or(FsError::Invalid)?;
+            t.knobs.poll_us.store(us, Ordering::Relaxed);
             Ok(())
         },
     },
@@ -82,20 +115,30 @@ mod tests {
         TUNABLES.iter().find(|t| t.name == name).unwrap()
     }
 
+    static KNOBS: Knobs = Knobs::new(0);
+
+    fn target(fs: &Fs) -> Target<'_> {
+        Target { fs, knobs: &KNOBS }
+    }
+
     fn set(fs: &Fs, name: &str, raw: &[u8]) -> FsResult<()> {
-        (tunable(name).set)(fs, value_of(raw)?)
+        (tunable(name).set)(&target(fs), value_of(raw)?)
+    }
+
+    fn get(fs: &Fs, name: &str) -> u64 {
+        (tunable(name).get)(&target(fs))
     }
 
     #[test]
     fn size_parses_like_the_mount_option_and_reads_back_in_bytes() {
         let fs = Fs::new(FsConfig::with_limits(10, 100));
-        assert_eq!((tunable("size").get)(&fs), 10 * PAGE_SIZE);
+        assert_eq!(get(&fs, "size"), 10 * PAGE_SIZE);
         set(&fs, "size", b"2G\n").unwrap();
-        assert_eq!((tunable("size").get)(&fs), 2 << 30);
+        assert_eq!(get(&fs, "size"), 2 << 30);
         set(&fs, "size", b"4097").unwrap(); // rounded up to whole pages
-        assert_eq!((tunable("size").get)(&fs), 2 * PAGE_SIZE);
+        assert_eq!(get(&fs, "size"), 2 * PAGE_SIZE);
         set(&fs, "size", b"0").unwrap();
-        assert_eq!((tunable("size").get)(&fs), 0);
+        assert_eq!(get(&fs, "size"), 0);
     }
 
     #[test]
@@ -111,9 +154,25 @@ mod tests {
         for raw in [&b"2"[..], b"yes", b"01", b"true"] {
             assert_eq!(set(&fs, "no_data", raw), Err(FsError::Invalid), "{raw:?}");
         }
-        assert_eq!((tunable("size").get)(&fs), 10 * PAGE_SIZE);
-        assert_eq!((tunable("nr_inodes").get)(&fs), 100);
-        assert_eq!((tunable("no_data").get)(&fs), 0);
+        assert_eq!(get(&fs, "size"), 10 * PAGE_SIZE);
+        assert_eq!(get(&fs, "nr_inodes"), 100);
+        assert_eq!(get(&fs, "no_data"), 0);
+    }
+
+    #[test]
+    fn poll_us_is_bounded_and_invalid_values_change_nothing() {
+        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        let knobs = Knobs::new(50);
+        let t = Target { fs: &fs, knobs: &knobs };
+        let poll = tunable("poll_us");
+        for bad in ["-1", "1000001", "1k", "0x10", "abc", "1.5"] {
+            assert_eq!((poll.set)(&t, bad), Err(FsError::Invalid), "{bad}");
+            assert_eq!((poll.get)(&t), 50);
+        }
+        (poll.set)(&t, "1000000").unwrap();
+        assert_eq!((poll.get)(&t), 1_000_000);
+        (poll.set)(&t, "0").unwrap();
+        assert_eq!(knobs.poll_us.load(Ordering::Relaxed), 0);
     }
 
     #[test]
@@ -121,7 +180,7 @@ mod tests {
         let fs = Fs::new(FsConfig::with_limits(0, 0));
         set(&fs, "no_data", b"1\n").unwrap();
         assert!(fs.no_data());
-        assert_eq!((tunable("no_data").get)(&fs), 1);
+        assert_eq!(get(&fs, "no_data"), 1);
         set(&fs, "no_data", b" 0 ").unwrap();
         assert!(!fs.no_data());
     }
@@ -136,12 +195,12 @@ mod tests {
         }
         // 6 pages and 3 inodes (the root counts) in use.
         assert_eq!(set(&fs, "size", b"20k"), Err(FsError::Invalid));
-        assert_eq!((tunable("size").get)(&fs), 100 * PAGE_SIZE);
+        assert_eq!(get(&fs, "size"), 100 * PAGE_SIZE);
         assert_eq!(set(&fs, "nr_inodes", b"2"), Err(FsError::Invalid));
-        assert_eq!((tunable("nr_inodes").get)(&fs), 100);
+        assert_eq!(get(&fs, "nr_inodes"), 100);
         assert_eq!(set(&fs, "size", b"24k"), Ok(()));
         assert_eq!(set(&fs, "nr_inodes", b"3"), Ok(()));
-        assert_eq!((tunable("nr_inodes").get)(&fs), 3);
+        assert_eq!(get(&fs, "nr_inodes"), 3);
     }
 
     #[test]

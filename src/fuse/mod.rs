@@ -24,8 +24,10 @@
 
 mod convert;
 mod counted;
+mod cpuload;
 pub mod invalidate;
 mod parked;
+pub mod poll;
 pub use counted::Counted;
 pub use parked::Parked;
 

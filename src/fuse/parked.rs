@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering};
 
 /// How long a request may wait for space to come back.
 pub const GRACE: Duration = Duration::from_millis(20);
@@ -29,18 +29,26 @@ pub struct Parked {
     queue: Mutex<Vec<(Instant, Retry)>>,
     /// Cheap check for the FORGET path: anything parked at all?
     any: AtomicBool,
+    /// Wakes the expiry thread when the first request is parked, so an
+    /// idle mount costs no wakeups.
+    parked_cv: Condvar,
 }
 
 impl Parked {
     /// Start the expiry thread.
     pub fn start() -> std::io::Result<Arc<Parked>> {
-        let parked = Arc::new(Parked { queue: Mutex::new(Vec::new()), any: AtomicBool::new(false) });
+        let parked =
+            Arc::new(Parked { queue: Mutex::new(Vec::new()), any: AtomicBool::new(false), parked_cv: Condvar::new() });
         let timer = parked.clone();
         std::thread::Builder::new().name("memfs-parked".into()).spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(2));
-            if timer.any.load(Ordering::Acquire) {
-                timer.run(|since| since.elapsed() >= GRACE);
+            {
+                let mut q = timer.queue.lock();
+                while q.is_empty() {
+                    timer.parked_cv.wait(&mut q);
+                }
             }
+            std::thread::sleep(Duration::from_millis(2));
+            timer.run(|since| since.elapsed() >= GRACE);
         })?;
         Ok(parked)
     }
@@ -48,6 +56,7 @@ impl Parked {
     pub fn park(&self, retry: Retry) {
         self.queue.lock().push((Instant::now(), retry));
         self.any.store(true, Ordering::Release);
+        self.parked_cv.notify_one();
     }
 
     /// After a FORGET: try every parked request again.

@@ -84,7 +84,7 @@ def test_values_read_back_with_a_newline():
         assert usage["inodes_limit"] == 100
         assert usage["inodes_used"] == 1  # the root
         assert sorted(os.listdir(ctl(mnt))) == ["README", "opts", "stats"]
-        assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "no_data", "nr_inodes", "size"]
+        assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "no_data", "nr_inodes", "poll_us", "size"]
         assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "ops", "prometheus", "uid",
                                                           "usage"]
 
@@ -166,7 +166,7 @@ BAD_VALUES = [b"\n", b" \t\n", b"abc\n", b"-1\n", b"1x\n", b"1.5G\n", b"1GB\n", 
               b"\xff\xfe\n", b"1" * 5000, b"99999999999999999999999\n", b"16e\n"]
 
 
-@pytest.mark.parametrize("name", ["size", "nr_inodes", "no_data"])
+@pytest.mark.parametrize("name", ["size", "nr_inodes", "no_data", "poll_us"])
 def test_invalid_writes_give_einval_and_change_nothing(name):
     with mounted("memfs", "size=1M,nr_inodes=100") as mnt:
         before = read(ctl(mnt, "opts", name))
@@ -185,6 +185,43 @@ def test_invalid_writes_give_einval_and_change_nothing(name):
         finally:
             os.close(fd)
         assert read(ctl(mnt, "opts", name)) == before
+
+
+def daemon_device_flags(mnt):
+    """The open flags of the /dev/fuse descriptor of the memfs serving mnt."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if os.path.basename(argv[0]) != b"memfs" or mnt.encode() not in argv:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == "/dev/fuse":
+                    with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                        return int(f.read().split("flags:")[1].split()[0], 8)
+        except OSError:
+            continue
+    raise AssertionError(f"no memfs daemon with /dev/fuse open for {mnt}")
+
+
+def test_poll_us_from_the_option_and_live():
+    with mounted("memfs", "size=1M,poll_us=0") as mnt:
+        assert read(ctl(mnt, "opts", "poll_us")) == "0\n"
+        # Polling off: a burst of requests leaves the device blocking.
+        for _ in range(2000):
+            os.stat(ctl(mnt, "stats", "usage"))  # a LOOKUP each time (TTL 0)
+        assert daemon_device_flags(mnt) & os.O_NONBLOCK == 0
+        assert set_opt(mnt, "poll_us", b"250\n") == 0
+        assert read(ctl(mnt, "opts", "poll_us")) == "250\n"
+        assert set_opt(mnt, "poll_us", b"1000001\n") == errno.EINVAL
+        assert read(ctl(mnt, "opts", "poll_us")) == "250\n"
+    with mounted("memfs", "size=1M") as mnt:
+        assert read(ctl(mnt, "opts", "poll_us")) == "200\n"
+        # Idle for far longer than the window: back to blocking reads.
+        for _ in range(2000):
+            os.stat(ctl(mnt, "stats", "usage"))
+        time.sleep(0.2)
+        assert daemon_device_flags(mnt) & os.O_NONBLOCK == 0
 
 
 def test_non_owner_cannot_write_but_can_read():
