@@ -12,6 +12,7 @@ mounts), copying them in (not timed), and timing the tasks:
          directory (and TMPDIR) in the mount
 """
 import os
+import subprocess
 
 from proc import BenchError, file_size, timed
 from proc import run as run_cmd
@@ -27,8 +28,8 @@ program) built from a clean tree in the mount with `make -j<cores>`, gcc's
 temporary files in the mount. sort: `LC_ALL=C sort -S 32M` of a file of
 random base64 lines, temporary and output files in the mount. cargo: a release
 build of this repository (`cargo build --release --offline` of a snapshot of its
-sources taken at the start of the task's first run, so every run builds the same
-code; target directory and TMPDIR in the mount).
+committed sources, git HEAD, taken at the start of the task's first run, so every
+run builds the same code; target directory and TMPDIR in the mount).
 """
 
 FULL = {"cc_files": 160, "sort_mib": 512, "cargo": True}
@@ -89,12 +90,18 @@ def _cargo(ctx, env):
 
 def _source_snapshot(scratch):
     """Copy (once per run) the crate's sources, so that every build in the run
-    compiles the same code even while someone edits the repository."""
+    compiles the same code even while someone edits the repository: the
+    committed HEAD where the repository is a git checkout (uncommitted
+    edits may not compile), else the files as they are."""
     root = os.path.join(scratch, "crate")
     if not os.path.exists(os.path.join(root, "Cargo.toml")):
         if not os.path.exists(os.path.join(REPO, "Cargo.toml")):
             raise BenchError("no Cargo.toml in the repository")
         os.makedirs(root, exist_ok=True)
+        archive = subprocess.run(["git", "-C", REPO, "archive", "--format=tar", "HEAD"], capture_output=True)
+        if archive.returncode == 0:
+            subprocess.run(["tar", "-x", "-C", root], input=archive.stdout, check=True)
+            return root
         names = [n for n in ("Cargo.toml", "Cargo.lock", "build.rs", "src", "benches", "examples")
                  if os.path.exists(os.path.join(REPO, n))]
         run_cmd(["cp", "-r", *[os.path.join(REPO, n) for n in names], root], 300)
