@@ -99,6 +99,16 @@ impl Fs {
             let gid = req.gid.unwrap_or_else(|| inode.meta().gid);
             !caller.in_group(gid)
         };
+        // chown of a non-directory: S_ISGID goes if the caller is neither
+        // root nor in the file's (old) group; read here, before the lock.
+        // A request that changes nothing is chown(f, -1, -1): the kernel
+        // (with FUSE_HANDLE_KILLPRIV_V2) leaves it only ATTR_CTIME, which
+        // FUSE does not pass on, and tmpfs kills set-id bits for it too.
+        let chown = req.uid.is_some() || req.gid.is_some() || req.is_empty();
+        let chown_outside_group = chown && caller.uid != 0 && {
+            let gid = inode.meta().gid;
+            !caller.in_group(gid)
+        };
         let mut data = match req.size {
             Some(size) => {
                 match inode.kind {
@@ -136,6 +146,9 @@ impl Fs {
                 unchanged_ctime = true;
             }
             m.kill_privs(caller);
+        }
+        if chown && inode.kind != Kind::Dir {
+            m.kill_privs_on_chown(chown_outside_group);
         }
         if let Some(uid) = req.uid {
             self.usage.move_uid(m.uid, uid, m.pages);

@@ -96,6 +96,16 @@ impl Meta {
         }
     }
 
+    /// chown(2) of a non-directory, by anyone, root included (fs/open.c
+    /// chown_common): S_ISUID goes; S_ISGID goes when group-execute is set
+    /// or the caller is outside the file's group and not root.
+    pub fn kill_privs_on_chown(&mut self, caller_outside_group: bool) {
+        self.perm &= !mode::S_ISUID;
+        if self.perm & mode::S_ISGID != 0 && (self.perm & mode::S_IXGRP != 0 || caller_outside_group) {
+            self.perm &= !mode::S_ISGID;
+        }
+    }
+
     /// relatime: update atime only if it is older than mtime/ctime or a day old.
     pub fn touch_accessed(&mut self, now: Timespec) {
         if self.atime <= self.mtime || self.atime <= self.ctime || now.sec - self.atime.sec >= 86_400 {

@@ -347,3 +347,21 @@ fn orphans_count_unlinked_inodes_until_forgotten() {
     assert_eq!(fs.orphans(), 0);
     let _ = c;
 }
+
+#[test]
+fn chown_clears_set_id_bits_of_files_even_for_root() {
+    let fs = fs();
+    let set = |ino, req: SetAttr| fs.setattr(ino, &req, &Caller::ROOT).unwrap().perm;
+    let chmod = |mode| SetAttr { mode: Some(mode), ..Default::default() };
+    let a = file(&fs, ROOT_INO, "a");
+    set(a.ino, chmod(0o6755));
+    assert_eq!(set(a.ino, SetAttr { uid: Some(0), ..Default::default() }), 0o755);
+    // S_ISGID without group-execute marks mandatory locking: kept.
+    set(a.ino, chmod(0o6745));
+    assert_eq!(set(a.ino, SetAttr { gid: Some(5), ..Default::default() }), 0o2745);
+    // chown(f, -1, -1) reaches memfs as a request that sets nothing.
+    set(a.ino, chmod(0o6755));
+    assert_eq!(set(a.ino, SetAttr::default()), 0o755);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o6777, 0, &ME).unwrap();
+    assert_eq!(set(d.ino, SetAttr { uid: Some(9), ..Default::default() }) & 0o7000, 0o6000);
+}

@@ -173,6 +173,18 @@ pub struct SetAttr {
     pub via_open_file: bool,
 }
 
+impl SetAttr {
+    /// Whether the request sets nothing at all.
+    pub fn is_empty(&self) -> bool {
+        self.mode.is_none()
+            && self.uid.is_none()
+            && self.gid.is_none()
+            && self.size.is_none()
+            && self.atime.is_none()
+            && self.mtime.is_none()
+    }
+}
+
 /// File system totals, as statfs shows them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StatFs {

@@ -178,12 +178,18 @@ fn reply_xattr(reply: ReplyXattr, size: u32, result: Result<Vec<u8>, FsError>) {
 impl Filesystem for MemFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Each is optional: a kernel without it just does without.
+        // HANDLE_KILLPRIV_V2: memfs clears set-id bits itself on write,
+        // truncate and chown (the core does, as tmpfs), so the kernel may
+        // mark a file it has checked once as having nothing to clear
+        // (SB_NOSEC). Without it every write cost a GETXATTR round trip
+        // for security.capability before the WRITE.
         for flag in [
             InitFlags::FUSE_POSIX_ACL,
             InitFlags::FUSE_DONT_MASK,
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             let _ = config.add_capabilities(flag);
         }

@@ -180,6 +180,21 @@ def test_setid_bits_cleared_by_unprivileged_modification(fs_dir, op):
     assert mode_of(path) == 0o6777
 
 
+def test_setid_bits_cleared_by_a_write_after_earlier_writes(fs_dir):
+    """The kernel remembers that a written file had nothing to clear
+    (S_NOSEC); a chmod that sets the bits again must make the next
+    unprivileged write clear them."""
+    path = _file(fs_dir, "f", 0o666)
+    for _ in range(3):
+        as_nobody(_write_one, path)
+    os.chmod(path, 0o6777)
+    as_nobody(_write_one, path)
+    assert mode_of(path) == 0o777
+    os.chmod(path, 0o6777)
+    _write_one(path)  # root: kept
+    assert mode_of(path) == 0o6777
+
+
 @pytest.mark.parametrize("owner", [(0, 0), (-1, -1), (NOBODY, -1), (-1, OTHER_GID)])
 def test_setid_bits_cleared_by_chown(fs_dir, owner):
     expected = {0o6777: 0o777, 0o2777: 0o777, 0o4755: 0o755, 0o2755: 0o755,
