@@ -33,6 +33,8 @@ mod rw;
 pub mod types;
 pub mod usage;
 
+use std::collections::HashSet;
+
 use dashmap::DashMap;
 
 pub use attr::{XATTR_CREATE, XATTR_REPLACE};
@@ -101,6 +103,9 @@ pub struct Fs {
     /// Inodes whose last name is gone but which the kernel still references
     /// (open, or its FORGET not yet delivered): space they hold may come back.
     orphans: AtomicU64,
+    /// O_TMPFILE inodes that have never had a name: the only inodes with no
+    /// links that link(2) may name (the kernel's I_LINKABLE). A leaf lock.
+    linkable: Mutex<HashSet<Ino>>,
 }
 
 impl Fs {
@@ -116,6 +121,7 @@ impl Fs {
             reserved_name: cfg.reserved_name.map(Vec::into_boxed_slice),
             no_data: AtomicBool::new(false),
             orphans: AtomicU64::new(0),
+            linkable: Mutex::new(HashSet::new()),
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.
@@ -164,12 +170,18 @@ impl Fs {
     fn evict_if_unreferenced(&self, ino: Ino) {
         if ino != ROOT_INO && self.inodes.remove_if(&ino, |_, inode| inode.is_unreferenced()).is_some() {
             self.orphans.fetch_sub(1, Ordering::AcqRel);
+            self.linkable.lock().remove(&ino);
         }
     }
 
     /// An inode lost its last name; it is evicted when the kernel forgets it.
     fn orphaned(&self) {
         self.orphans.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// An O_TMPFILE inode got its first name.
+    fn unorphaned(&self) {
+        self.orphans.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Number of unlinked inodes the kernel still references. When a charge

@@ -7,7 +7,7 @@
 //! ctime and the moved inode's ctime.
 
 use super::acl::Acl;
-use super::dir::Dir;
+use super::dir::{Dir, DirIndex};
 use super::inode::{Content, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
 use super::usage::Usage;
@@ -44,6 +44,8 @@ struct NewNode<'a> {
     umask: u32,
     rdev: u32,
     symlink: Option<&'a [u8]>,
+    /// O_TMPFILE: a regular file that starts without a name (link count 0).
+    unnamed: bool,
 }
 
 /// Ownership, permissions and ACLs of a new inode, from its parent and caller.
@@ -83,6 +85,48 @@ fn inherit(node: &NewNode<'_>, parent: &Meta, caller: &Caller) -> Inherited {
     Inherited { perm, gid, acl_access, acl_default }
 }
 
+/// The metadata and contents of a new inode (charged already): `nlink` 1
+/// for a name in `parent` (2 for a directory), 0 for O_TMPFILE's unnamed file.
+fn new_inode(
+    node: &NewNode<'_>,
+    inherited: Inherited,
+    caller: &Caller,
+    parent: Ino,
+    pages: u64,
+    now: Timespec,
+    dir_index: DirIndex,
+) -> (Meta, Content) {
+    let (size, nlink, content) = match (node.kind, node.symlink) {
+        (Kind::Dir, _) => (2 * DIRENT_SIZE, 2, Content::Dir(Box::new(RwLock::new(Dir::new(dir_index))))),
+        (Kind::File, _) => (0, u32::from(!node.unnamed), Content::File(Default::default())),
+        (Kind::Symlink, Some(t)) => (t.len() as u64, 1, Content::Symlink(t.into())),
+        _ => (0, 1, Content::Special),
+    };
+    let extra = (inherited.acl_access.is_some() || inherited.acl_default.is_some()).then(|| {
+        Box::new(super::inode::Extra {
+            acl_access: inherited.acl_access,
+            acl_default: inherited.acl_default,
+            ..Default::default()
+        })
+    });
+    let meta = Meta {
+        perm: inherited.perm,
+        nlink,
+        uid: caller.uid,
+        gid: inherited.gid,
+        rdev: node.rdev,
+        size,
+        pages,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        btime: now,
+        parent,
+        extra,
+    };
+    (meta, content)
+}
+
 impl Fs {
     /// Find `name` in `parent`; the kernel now holds one more reference to it.
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> FsResult<Attr> {
@@ -106,11 +150,16 @@ impl Fs {
             return Err(FsError::Invalid);
         }
         let rdev = if matches!(kind, Kind::CharDev | Kind::BlockDev) { rdev } else { 0 };
-        self.create_node(parent, name, caller, NewNode { kind, perm: mode, umask, rdev, symlink: None })
+        self.create_node(parent, name, caller, NewNode { kind, perm: mode, umask, rdev, symlink: None, unnamed: false })
     }
 
     pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, umask: u32, caller: &Caller) -> FsResult<Attr> {
-        self.create_node(parent, name, caller, NewNode { kind: Kind::Dir, perm: mode, umask, rdev: 0, symlink: None })
+        self.create_node(
+            parent,
+            name,
+            caller,
+            NewNode { kind: Kind::Dir, perm: mode, umask, rdev: 0, symlink: None, unnamed: false },
+        )
     }
 
     pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], caller: &Caller) -> FsResult<Attr> {
@@ -120,8 +169,36 @@ impl Fs {
         if target.is_empty() || target.contains(&0) {
             return Err(FsError::Invalid);
         }
-        let node = NewNode { kind: Kind::Symlink, perm: 0o777, umask: 0, rdev: 0, symlink: Some(target) };
+        let node =
+            NewNode { kind: Kind::Symlink, perm: 0o777, umask: 0, rdev: 0, symlink: Some(target), unnamed: false };
         self.create_node(parent, name, caller, node)
+    }
+
+    /// O_TMPFILE: a regular file "in" `parent` that has no name (link count
+    /// 0, as shmem_tmpfile leaves it) and lives while the kernel holds it,
+    /// unless link(2) names it first. The directory is not changed.
+    pub fn tmpfile(&self, parent: Ino, mode: u32, umask: u32, caller: &Caller) -> FsResult<Attr> {
+        let p = self.get(parent)?;
+        if p.kind != Kind::Dir {
+            return Err(FsError::NotDir);
+        }
+        let node = NewNode { kind: Kind::File, perm: mode, umask, rdev: 0, symlink: None, unnamed: true };
+        let inherited = {
+            let pm = p.meta();
+            if pm.nlink == 0 {
+                return Err(FsError::NotFound);
+            }
+            inherit(&node, &pm, caller)
+        };
+        if !self.usage.charge_inode() {
+            return Err(FsError::NoSpace);
+        }
+        let (meta, content) = new_inode(&node, inherited, caller, parent, 0, Timespec::now(), self.dir_index);
+        let inode = self.register(Kind::File, meta, content);
+        inode.add_lookup();
+        self.orphaned();
+        self.linkable.lock().insert(inode.ino);
+        Ok(inode.attr())
     }
 
     fn create_node(&self, parent: Ino, name: &[u8], caller: &Caller, node: NewNode<'_>) -> FsResult<Attr> {
@@ -150,34 +227,7 @@ impl Fs {
             return Err(FsError::NoSpace);
         }
         let now = Timespec::now();
-        let (size, nlink, content) = match (node.kind, node.symlink) {
-            (Kind::Dir, _) => (2 * DIRENT_SIZE, 2, Content::Dir(Box::new(RwLock::new(Dir::new(self.dir_index))))),
-            (Kind::File, _) => (0, 1, Content::File(Default::default())),
-            (Kind::Symlink, Some(t)) => (t.len() as u64, 1, Content::Symlink(t.into())),
-            _ => (0, 1, Content::Special),
-        };
-        let extra = (inherited.acl_access.is_some() || inherited.acl_default.is_some()).then(|| {
-            Box::new(super::inode::Extra {
-                acl_access: inherited.acl_access,
-                acl_default: inherited.acl_default,
-                ..Default::default()
-            })
-        });
-        let meta = Meta {
-            perm: inherited.perm,
-            nlink,
-            uid: caller.uid,
-            gid: inherited.gid,
-            rdev: node.rdev,
-            size,
-            pages,
-            atime: now,
-            mtime: now,
-            ctime: now,
-            btime: now,
-            parent,
-            extra,
-        };
+        let (meta, content) = new_inode(&node, inherited, caller, parent, pages, now, self.dir_index);
         let inode = self.register(node.kind, meta, content);
         inode.add_lookup();
         self.insert_entry(&mut dir, name, inode.ino, node.kind);
@@ -213,16 +263,22 @@ impl Fs {
         let now = Timespec::now();
         {
             let mut m = inode.meta();
-            if m.nlink == 0 {
+            // An unnamed O_TMPFILE inode gets its first name; any other
+            // inode without links is gone. Its inode space is already paid.
+            let first_name = m.nlink == 0 && self.linkable.lock().remove(&inode.ino);
+            if m.nlink == 0 && !first_name {
                 return Err(FsError::NotFound);
             }
             let nlink = m.nlink.checked_add(1).ok_or(FsError::TooManyLinks)?;
             // As shmem_link: every extra name costs an inode's worth of inode space.
-            if !self.usage.charge_inode() {
+            if !first_name && !self.usage.charge_inode() {
                 return Err(FsError::NoSpace);
             }
             m.nlink = nlink;
             m.ctime = now;
+            if first_name {
+                self.unorphaned();
+            }
         }
         inode.add_lookup();
         self.insert_entry(&mut dir, newname, inode.ino, inode.kind);

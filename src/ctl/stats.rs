@@ -91,6 +91,7 @@ ops! {
     Fallocate => "fallocate",
     Lseek => "lseek",
     CopyFileRange => "copy_file_range",
+    Tmpfile => "tmpfile",
 }
 
 /// Count, total time and latency histogram of one operation.

@@ -117,6 +117,7 @@ impl<F: Filesystem> Filesystem for Counted<F> {
         Access, access(req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty);
         Create, create(req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32,
             reply: ReplyCreate);
+        Tmpfile, tmpfile(req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate);
         Getlk, getlk(req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64,
             typ: i32, pid: u32, reply: ReplyLock);
         Setlk, setlk(req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64,

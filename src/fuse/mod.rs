@@ -37,9 +37,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use fuser::{
-    Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags as FuseRenameFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
-    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, RenameFlags, SetAttr, Whence};
@@ -140,6 +140,15 @@ fn bytes(name: &OsStr) -> &[u8] {
 fn reply_entry(reply: ReplyEntry, result: Result<crate::core::Attr, FsError>) {
     match result {
         Ok(attr) => reply.entry(ttl(attr.ino), &file_attr(&attr), GENERATION),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+fn reply_created(reply: ReplyCreate, result: Result<crate::core::Attr, FsError>) {
+    match result {
+        Ok(attr) => {
+            reply.created(ttl(attr.ino), &file_attr(&attr), GENERATION, FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE)
+        }
         Err(e) => reply.error(errno(e)),
     }
 }
@@ -271,6 +280,22 @@ impl Filesystem for MemFs {
             return self.park(reply, move || fs.mknod(parent.0, name.as_bytes(), mode, umask, rdev, &c), reply_entry);
         }
         reply_entry(reply, result);
+    }
+
+    /// O_TMPFILE (FUSE_TMPFILE, a vendored-fuser addition). The file handle
+    /// is unused, as everywhere in memfs; the page cache is kept as for
+    /// every other open.
+    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+        if let Some(ctl) = self.ctl(parent) {
+            return reply.error(errno(ctl.refuse()));
+        }
+        let c = caller(req);
+        let result = self.fs.tmpfile(parent.0, mode, umask, &c);
+        if self.should_park(&result) {
+            let fs = self.fs.clone();
+            return self.park(reply, move || fs.tmpfile(parent.0, mode, umask, &c), reply_created);
+        }
+        reply_created(reply, result);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {

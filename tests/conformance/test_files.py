@@ -13,6 +13,7 @@ import mmap
 import os
 import socket
 import stat
+import time
 
 from .helpers import (DT_BLK, DT_CHR, DT_FIFO, DT_SOCK, assert_errno, current_umask, link_fd,
                       read_file, readdir_all, write_file)
@@ -318,12 +319,7 @@ def test_unlinked_open_file_stays_usable(fs_dir):
     assert read_file(path) == b"new file"
 
 
-def test_o_tmpfile(fs_dir, fs_kind):
-    if fs_kind == "memfs":
-        # docs/SEMANTICS.md: fuser 0.18 has no FUSE_TMPFILE, so the kernel says EOPNOTSUPP.
-        assert_errno(errno.EOPNOTSUPP, os.open, fs_dir, os.O_TMPFILE | os.O_RDWR, 0o600)
-        assert os.listdir(fs_dir) == []
-        return
+def test_o_tmpfile(fs_dir):
     fd = os.open(fs_dir, os.O_TMPFILE | os.O_RDWR, 0o600)
     try:
         os.write(fd, b"anonymous")
@@ -340,9 +336,7 @@ def test_o_tmpfile(fs_dir, fs_kind):
         os.close(fd)
 
 
-def test_o_tmpfile_excl_cannot_be_linked(fs_dir, fs_kind):
-    if fs_kind == "memfs":
-        return  # no O_TMPFILE on memfs: test_o_tmpfile checks the refusal
+def test_o_tmpfile_excl_cannot_be_linked(fs_dir):
     fd = os.open(fs_dir, os.O_TMPFILE | os.O_WRONLY | os.O_EXCL, 0o600)
     try:
         os.write(fd, b"x")
@@ -350,6 +344,27 @@ def test_o_tmpfile_excl_cannot_be_linked(fs_dir, fs_kind):
     finally:
         os.close(fd)
     assert os.listdir(fs_dir) == []
+
+
+def test_o_tmpfile_space_comes_back_at_close_and_inode_limits_hold(make_mount):
+    root = make_mount("size=1m,nr_inodes=3")
+    free = os.statvfs(root).f_bfree
+    fd = os.open(root, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    os.write(fd, b"z" * 65536)
+    assert os.statvfs(root).f_bfree == free - 16
+    fd2 = os.open(root, os.O_TMPFILE | os.O_WRONLY, 0o600)  # the root and two files: full
+    assert_errno(errno.ENOSPC, os.open, root, os.O_TMPFILE | os.O_WRONLY, 0o600)
+    link_fd(fd2, os.path.join(root, "kept"))  # its first name costs no inode space
+    os.close(fd)
+    os.close(fd2)
+    # The unnamed one is gone with its last reference; the named one stays.
+    for _ in range(100):
+        if os.statvfs(root).f_bfree == free:
+            break
+        time.sleep(0.01)
+    assert os.statvfs(root).f_bfree == free
+    assert os.listdir(root) == ["kept"]
+    assert_errno(errno.ENOENT, os.open, os.path.join(root, "gone"), os.O_RDONLY)
 
 
 def test_o_direct_io(fs_dir):

@@ -150,9 +150,8 @@ def _path(rng, leaves=NAMES):
 
 
 def _open_flags(rng):
-    # O_TMPFILE is not generated: memfs refuses it (EOPNOTSUPP: fuser 0.18 has
-    # no FUSE_TMPFILE), a documented difference (docs/SEMANTICS.md) checked by
-    # tests/conformance on each side.
+    # O_TMPFILE is not generated (it needs a directory, not the file paths
+    # drawn here); tests/conformance compares it on both sides.
     flags = [rng.choice(ACCESS)]
     flags += [name for name, p in OPEN_EXTRAS if rng.random() < p]
     return tuple(flags)
