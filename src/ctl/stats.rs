@@ -92,6 +92,7 @@ ops! {
     Lseek => "lseek",
     CopyFileRange => "copy_file_range",
     Tmpfile => "tmpfile",
+    Statx => "statx",
 }
 
 /// Count, total time and latency histogram of one operation.

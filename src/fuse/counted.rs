@@ -25,7 +25,7 @@ use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, FileHandle, Filesystem, INodeNo, IoctlFlags, KernelConfig,
     LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags, ReplyAttr, ReplyBmap, ReplyCreate,
     ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek,
-    ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyOpen, ReplyPoll, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use super::poll::Poller;
@@ -117,6 +117,7 @@ impl<F: Filesystem> Filesystem for Counted<F> {
         Access, access(req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty);
         Create, create(req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32,
             reply: ReplyCreate);
+        Statx, statx(req: &Request, ino: INodeNo, fh: Option<FileHandle>, flags: u32, mask: u32, reply: ReplyStatx);
         Tmpfile, tmpfile(req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate);
         Getlk, getlk(req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64,
             typ: i32, pid: u32, reply: ReplyLock);

@@ -39,7 +39,7 @@ use std::time::Duration;
 use fuser::{
     Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
     RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, RenameFlags, SetAttr, Whence};
@@ -229,6 +229,19 @@ impl Filesystem for MemFs {
         match self.ctl(ino) {
             Some(ctl) => reply_attr(reply, ctl.getattr(ino.0)),
             None => reply_attr(reply, self.fs.getattr(ino.0)),
+        }
+    }
+
+    /// statx asking for the birth time (FUSE_STATX, a vendored-fuser
+    /// addition); the kernel caches it like the other attributes.
+    fn statx(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, _flags: u32, _mask: u32, reply: ReplyStatx) {
+        let result = match self.ctl(ino) {
+            Some(ctl) => ctl.getattr(ino.0),
+            None => self.fs.getattr(ino.0),
+        };
+        match result {
+            Ok(attr) => reply.statx(ttl(attr.ino), &file_attr(&attr), attr.btime.into()),
+            Err(e) => reply.error(errno(e)),
         }
     }
 

@@ -247,19 +247,7 @@ def test_write_does_not_touch_atime(fs_dir):
 
 # -------------------------------------------------------------- birth time
 
-def _memfs_has_no_btime(path):
-    # docs/SEMANTICS.md: fuser 0.18 has no FUSE_STATX, so the kernel shows no birth time.
-    assert not statx(path).stx_mask & STATX_BTIME
-    out = subprocess.run(["stat", "-c", "%W", path], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() in ("0", "-")
-
-
-def test_birth_time_reported_and_stable(fs_dir, fs_kind):
-    if fs_kind == "memfs":
-        path = os.path.join(fs_dir, "f")
-        write_file(path, b"x")
-        _memfs_has_no_btime(path)
-        return
+def test_birth_time_reported_and_stable(fs_dir):
     before = time.time_ns()
     time.sleep(SETTLE)
     path = os.path.join(fs_dir, "f")
@@ -283,13 +271,10 @@ def test_birth_time_reported_and_stable(fs_dir, fs_kind):
     assert int(out) == btime // 10**9
 
 
-def test_birth_time_on_dirs_and_symlinks(fs_dir, fs_kind):
+def test_birth_time_on_dirs_and_symlinks(fs_dir):
     d, link = os.path.join(fs_dir, "d"), os.path.join(fs_dir, "l")
     os.mkdir(d)
     os.symlink("d", link)
-    if fs_kind == "memfs":
-        _memfs_has_no_btime(d)
-        return
     for path, follow in ((d, True), (link, False)):
         sx = statx(path, follow=follow)
         assert sx.stx_mask & STATX_BTIME, path

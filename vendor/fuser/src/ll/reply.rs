@@ -120,6 +120,46 @@ impl ResponseStruct<abi::fuse_attr_out> {
     }
 }
 
+// memfs patch: the reply to FUSE_STATX, basic stats plus birth time.
+impl ResponseStruct<abi::fuse_statx_out> {
+    pub(crate) fn new_statx(ttl: &Duration, attr: &crate::FileAttr, btime: std::time::SystemTime) -> Self {
+        let a = fuse_attr_from_attr(attr);
+        let t = |secs: i64, nanos: u32| abi::fuse_sx_time { tv_sec: secs, tv_nsec: nanos, reserved: 0 };
+        let (bs, bn) = time_from_system_time(&btime);
+        // STATX_BASIC_STATS | STATX_BTIME
+        let mask = 0x7ff | 0x800;
+        ResponseStruct(abi::fuse_statx_out {
+            attr_valid: ttl.as_secs(),
+            attr_valid_nsec: ttl.subsec_nanos(),
+            flags: 0,
+            spare: [0; 2],
+            stat: abi::fuse_statx {
+                mask,
+                blksize: a.blksize,
+                attributes: 0,
+                nlink: a.nlink,
+                uid: a.uid,
+                gid: a.gid,
+                mode: a.mode as u16,
+                spare0: 0,
+                ino: a.ino,
+                size: a.size,
+                blocks: a.blocks,
+                attributes_mask: 0,
+                atime: t(a.atime, a.atimensec),
+                btime: t(bs, bn),
+                ctime: t(a.ctime, a.ctimensec),
+                mtime: t(a.mtime, a.mtimensec),
+                rdev_major: libc::major(u64::from(a.rdev)),
+                rdev_minor: libc::minor(u64::from(a.rdev)),
+                dev_major: 0,
+                dev_minor: 0,
+                spare2: [0; 14],
+            },
+        })
+    }
+}
+
 #[cfg(target_os = "macos")]
 impl ResponseStruct<abi::fuse_getxtimes_out> {
     pub(crate) fn new_xtimes(bkuptime: SystemTime, crtime: SystemTime) -> Self {

@@ -341,6 +341,31 @@ mod op {
         }
     }
 
+    /// Get file attributes with birth time (statx). memfs patch.
+    #[derive(Debug)]
+    pub(crate) struct Statx<'a> {
+        #[expect(dead_code)]
+        header: &'a fuse_in_header,
+        arg: &'a fuse_statx_in,
+    }
+
+    impl Statx<'_> {
+        pub(crate) fn file_handle(&self) -> Option<FileHandle> {
+            if GetattrFlags::from_bits_retain(self.arg.getattr_flags).contains(GetattrFlags::FUSE_GETATTR_FH) {
+                Some(FileHandle(self.arg.fh))
+            } else {
+                None
+            }
+        }
+        /// statx(2)'s flags (AT_STATX_*) and requested mask.
+        pub(crate) fn flags(&self) -> u32 {
+            self.arg.sx_flags
+        }
+        pub(crate) fn mask(&self) -> u32 {
+            self.arg.sx_mask
+        }
+    }
+
     /// Set file attributes.
     #[derive(Debug)]
     pub(crate) struct SetAttr<'a> {
@@ -1799,6 +1824,10 @@ mod op {
                 arg: data.fetch()?,
                 name: data.fetch_str()?.as_ref(),
             }),
+            fuse_opcode::FUSE_STATX => Operation::Statx(Statx {
+                header,
+                arg: data.fetch()?,
+            }),
             // memfs patch: O_TMPFILE carries CREATE's arguments (the name is "/").
             fuse_opcode::FUSE_TMPFILE => Operation::Tmpfile(Create {
                 header,
@@ -1921,6 +1950,7 @@ pub(crate) enum Operation<'a> {
     Access(Access<'a>),
     Create(Create<'a>),
     Tmpfile(Create<'a>),
+    Statx(Statx<'a>),
     Interrupt(Interrupt<'a>),
     BMap(BMap<'a>),
     Destroy(Destroy<'a>),
@@ -2072,6 +2102,7 @@ impl fmt::Display for Operation<'_> {
                 x.mode(),
                 x.flags()
             ),
+            Operation::Statx(x) => write!(f, "STATX mask {:#x}", x.mask()),
             Operation::Tmpfile(x) => write!(f, "TMPFILE mode {:#05o}, flags {:#x}", x.mode(), x.flags()),
             Operation::Interrupt(x) => write!(f, "INTERRUPT unique {:?}", x.unique()),
             Operation::BMap(x) => write!(f, "BMAP blocksize {}, ids {}", x.block_size(), x.block()),
