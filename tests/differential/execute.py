@@ -117,6 +117,7 @@ FD_OPS = {
     "ffallocate": lambda s, fd, slot, mode, offset, length: libc.fallocate(fd, mode, offset, length),
     "lseek": lambda s, fd, slot, offset, whence: _lseek(fd, offset, whence),
     "fstat": lambda s, fd, slot: norm_stat(os.fstat(fd)),
+    "flink": lambda s, fd, slot, path: libc.link_fd(fd, s.abs(path)),
 }
 
 
@@ -130,11 +131,20 @@ def _open_slot(s, slot, path, flags, mode):
     s.slots[slot] = fd
 
 
+def _tmpfile_slot(s, slot, path, excl, mode):
+    """An unnamed file in directory path, into slot (as _open_slot)."""
+    fd = os.open(s.abs(path), os.O_TMPFILE | os.O_RDWR | (os.O_EXCL if excl else 0), mode)
+    s.close_slot(slot)
+    s.slots[slot] = fd
+
+
 def _run(side, op):
     """Outcome of op on side, in this process. Never raises OSError."""
     try:
         if op.kind == "open":
             return ("ok", _open_slot(side, **op.args))
+        if op.kind == "tmpfile":
+            return ("ok", _tmpfile_slot(side, **op.args))
         if op.kind in FD_OPS:
             fd = side.slots.get(op.args["slot"])
             if fd is None:

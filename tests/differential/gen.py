@@ -22,8 +22,8 @@ from . import libc
 DIR_NAMES = ["a", "b", "c"]
 FILE_NAMES = ["c", "d", "e"]
 NAMES = ["a", "b", "c", "d", "e"]
-DIR_KINDS = {"mkdir", "rmdir", "readdir"}
-FILE_KINDS = {"create", "write", "read", "truncate", "mkfifo", "fallocate", "seek", "open"}
+DIR_KINDS = {"mkdir", "rmdir", "readdir", "tmpfile"}
+FILE_KINDS = {"create", "write", "read", "truncate", "mkfifo", "fallocate", "seek", "open", "flink"}
 NAME_MAX_OK = "n" * 255
 NAME_TOO_LONG = "n" * 256
 
@@ -86,9 +86,9 @@ WEIGHTS = {
     "removexattr": 2, "mkfifo": 1, "stat": 1, "readdir": 1, "statfs": 1,
     "access": 1, "fallocate": 4, "seek": 2,
     "open": 7, "close": 1, "fwrite": 5, "fread": 2, "ftruncate": 2,
-    "ffallocate": 2, "lseek": 2, "fstat": 1,
+    "ffallocate": 2, "lseek": 2, "fstat": 1, "tmpfile": 2, "flink": 2,
 }
-SLOT_KINDS = {"open", "close", "fwrite", "fread", "ftruncate", "ffallocate", "lseek", "fstat"}
+SLOT_KINDS = {"open", "close", "fwrite", "fread", "ftruncate", "ffallocate", "lseek", "fstat", "tmpfile", "flink"}
 # Ops that may run as another user (the rest need the parent's fds or are global).
 AS_OTHER_OK = set(WEIGHTS) - SLOT_KINDS - {"statfs"}
 
@@ -150,8 +150,7 @@ def _path(rng, leaves=NAMES):
 
 
 def _open_flags(rng):
-    # O_TMPFILE is not generated (it needs a directory, not the file paths
-    # drawn here); tests/conformance compares it on both sides.
+    # O_TMPFILE is its own kind ("tmpfile"): it needs a directory path.
     flags = [rng.choice(ACCESS)]
     flags += [name for name, p in OPEN_EXTRAS if rng.random() < p]
     return tuple(flags)
@@ -217,6 +216,10 @@ def _args(kind, rng):
         return args
     if kind == "open":
         return dict(slot=slot(), path=P(), flags=_open_flags(rng), mode=rng.choice(MODES))
+    if kind == "tmpfile":  # O_TMPFILE in a directory; O_EXCL ones cannot be linked
+        return dict(slot=slot(), path=P(), excl=rng.random() < 0.3, mode=rng.choice(MODES))
+    if kind == "flink":  # linkat(/proc/self/fd/N): names an O_TMPFILE, or adds a link
+        return dict(slot=slot(), path=P())
     if kind in ("close", "fstat"):
         return dict(slot=slot())
     if kind == "fwrite":

@@ -215,7 +215,9 @@ class _Run:
                 out = self.perturb(pos, op, i, side, out)
             outs.append(out)
             post.append(self.identities(side, touched, op))
-        if op.kind == "open" and outs[0][0] == "ok":
+        if op.kind in ("open", "tmpfile", "flink") and outs[0][0] == "ok":
+            # The slot's file is now found there (for an O_TMPFILE: its
+            # directory, until flink names it; any name of it shows its state).
             self.slot_paths[op.args["slot"]] = op.args["path"]
         self.outcomes[(op.kind, outs[0][-1] if outs[0][0] == "err" else outs[0][0])] += 1
         if outs[0] != outs[1]:

@@ -54,6 +54,15 @@ def renameat2(src, dst, flags):
     _check(_libc.renameat2(AT_FDCWD, os.fsencode(src), AT_FDCWD, os.fsencode(dst), flags), "renameat2")
 
 
+AT_SYMLINK_FOLLOW = 0x400
+
+
+def link_fd(fd, dst):
+    """Give the file open as fd another name (how an O_TMPFILE gets one)."""
+    src = os.fsencode(f"/proc/self/fd/{fd}")
+    _check(_libc.linkat(AT_FDCWD, src, AT_FDCWD, os.fsencode(dst), AT_SYMLINK_FOLLOW), "linkat")
+
+
 def access(path, mode):
     """access(2) with its errno (os.access only returns a bool)."""
     _check(_libc.access(os.fsencode(path), mode), "access")
