@@ -23,7 +23,7 @@ bulk data with fio, a software-development workload, and mount/unmount time.
 
 ## How to run
 
-    make bench          # full suite, 3 repetitions, about 75 minutes; updates this page
+    make bench          # full suite, 3 repetitions, 60-75 minutes; updates this page
     make bench-quick    # smoke run, about a minute; what CI runs
 
 Both build memfs (`cargo build --release`) and run `python3 bench/run.py`
