@@ -88,7 +88,12 @@ impl Poller {
     /// the controller. Costs one relaxed add and two loads while polling.
     pub fn touch(&self) {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        if !self.polling.load(Ordering::Relaxed) && self.waiting.swap(false, Ordering::AcqRel) {
+        // With polling off (poll_us = 0) the controller is never woken: a
+        // wakeup per request would cost more than polling saves.
+        if !self.polling.load(Ordering::Relaxed)
+            && self.knobs.poll_us.load(Ordering::Relaxed) > 0
+            && self.waiting.swap(false, Ordering::AcqRel)
+        {
             *self.wake.lock() = true;
             self.wake_cv.notify_one();
         }
@@ -234,12 +239,22 @@ mod tests {
         assert!(!p.is_polling());
         assert!(!nonblocking(&r));
         assert!(seen_polling);
-        // Window 0 disables polling altogether.
+        // Window 0 disables polling altogether, and requests no longer even
+        // wake the controller.
         knobs.poll_us.store(0, Ordering::Relaxed);
+        let starts = p.starts();
         for _ in 0..20 {
             p.touch();
             std::thread::sleep(Duration::from_micros(500));
             assert!(!p.is_polling());
         }
+        assert_eq!(p.starts(), starts);
+        // Turned on again live: the next requests start polling.
+        knobs.poll_us.store(2_000, Ordering::Relaxed);
+        for _ in 0..40 {
+            p.touch();
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        assert!(p.starts() > starts);
     }
 }
