@@ -87,6 +87,11 @@ def _ratio_chart(workload, metrics, compared, title, path):
             ax.plot([], [], color="crimson", linewidth=2, label="target")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _save(fig, title, path)
+
+
+def _save(fig, title, path):
+    """Title, lay out, write the PNG and free the figure."""
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -141,12 +146,9 @@ def _postmark(workload, names, outdir):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Postmark: transactions/s against transaction count (median, min-max bars)",
-                 fontsize=11)
-    fig.tight_layout()
     name = "postmark.png"
-    fig.savefig(os.path.join(outdir, name), dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, "Postmark: transactions/s against transaction count (median, min-max bars)",
+          os.path.join(outdir, name))
     return name, "Postmark transactions per second"
 
 
@@ -190,12 +192,9 @@ def _memory(workload, names, outdir):
     ax.set_ylim(0, ax.get_ylim()[1] * 1.15)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle("Memory per file, measured after creating the files (lower is better)",
-                 fontsize=11)
-    fig.tight_layout()
     name = "memory.png"
-    fig.savefig(os.path.join(outdir, name), dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _save(fig, "Memory per file, measured after creating the files (lower is better)",
+          os.path.join(outdir, name))
     return name, "Memory per file"
 
 
