@@ -120,6 +120,13 @@ pub const IO: &[Scalar] = &[
         get: |v| v.stats.write_bytes(),
     },
     Scalar {
+        key: "control_requests",
+        metric: "memfs_control_requests_total",
+        kind: MetricType::Counter,
+        help: "Requests for the control directory itself (reading these statistics), kept out of the per-operation counts.",
+        get: |v| v.stats.control_requests(),
+    },
+    Scalar {
         key: "uptime_seconds",
         metric: "memfs_uptime_seconds",
         kind: MetricType::Gauge,

@@ -10,6 +10,7 @@
 //! Histogram buckets are powers of two from 1.024 us: bucket `i` counts
 //! requests that took at most `1024 << i` ns; the last bucket has no bound.
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use crate::sync::{AtomicU64, Ordering};
@@ -155,10 +156,24 @@ impl OpStats {
     }
 }
 
+thread_local! {
+    /// Set while this thread serves a request for the control directory.
+    static CONTROL_REQUEST: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The request this thread is serving is for the control directory: it is
+/// counted in `control_requests`, not in the per-operation statistics, so
+/// that reading the statistics does not show up in them.
+pub fn mark_control_request() {
+    CONTROL_REQUEST.with(|c| c.set(true));
+}
+
 /// Every operation's statistics and the byte counters of one mount.
 #[derive(Debug)]
 pub struct Stats {
     ops: Vec<OpStats>,
+    /// Requests for the control directory itself.
+    control_requests: AtomicU64,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
     started: Instant,
@@ -168,6 +183,7 @@ impl Default for Stats {
     fn default() -> Self {
         Stats {
             ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
+            control_requests: AtomicU64::new(0),
             read_bytes: AtomicU64::new(0),
             write_bytes: AtomicU64::new(0),
             started: Instant::now(),
@@ -178,11 +194,16 @@ impl Default for Stats {
 /// Records the time from its creation to its drop against one operation.
 pub struct Timer<'a> {
     op: &'a OpStats,
+    control: &'a AtomicU64,
     start: Instant,
 }
 
 impl Drop for Timer<'_> {
     fn drop(&mut self) {
+        if CONTROL_REQUEST.with(|c| c.replace(false)) {
+            self.control.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let ns = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         self.op.record(ns);
     }
@@ -191,7 +212,13 @@ impl Drop for Timer<'_> {
 impl Stats {
     /// Start timing one request of `op`; it is counted when the timer drops.
     pub fn time(&self, op: Op) -> Timer<'_> {
-        Timer { op: &self.ops[op as usize], start: Instant::now() }
+        CONTROL_REQUEST.with(|c| c.set(false));
+        Timer { op: &self.ops[op as usize], control: &self.control_requests, start: Instant::now() }
+    }
+
+    /// Requests for the control directory since mount.
+    pub fn control_requests(&self) -> u64 {
+        self.control_requests.load(Ordering::Relaxed)
     }
 
     /// Count one request of `op` that took `ns` nanoseconds.

@@ -43,7 +43,7 @@ use fuser::{
 };
 
 use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, RenameFlags, SetAttr, Whence};
-use crate::ctl::stats::Stats;
+use crate::ctl::stats::{mark_control_request, Stats};
 use crate::ctl::{is_ctl_ino, Ctl};
 use crate::sync::Arc;
 use convert::{errno, file_attr, negative_attr, set_time};
@@ -105,12 +105,19 @@ impl MemFs {
 
     /// The control directory, if `ino` is one of its inodes.
     fn ctl(&self, ino: INodeNo) -> Option<&Ctl> {
-        self.ctl.as_ref().filter(|_| is_ctl_ino(ino.0))
+        self.ctl.as_ref().filter(|_| is_ctl_ino(ino.0)).inspect(|_| mark_control_request())
     }
 
     /// The control directory, if `name` in `parent` is it or is in it.
     fn ctl_name(&self, parent: INodeNo, name: &OsStr) -> Option<&Ctl> {
-        self.ctl.as_ref().filter(|c| c.owns_name(parent.0, bytes(name)))
+        self.ctl.as_ref().filter(|c| c.owns_name(parent.0, bytes(name))).inspect(|_| mark_control_request())
+    }
+
+    /// ENOSYS for a request memfs does not implement (OPEN, OPENDIR, FLUSH,
+    /// IOCTL); one on a control file is still counted as a control request.
+    fn unsupported(&self, ino: INodeNo) -> Errno {
+        let _ = self.ctl(ino);
+        Errno::ENOSYS
     }
 
     fn list(&self, ino: INodeNo, offset: u64, plus: bool, emit: &mut dyn FnMut(DirItem<'_>) -> bool) -> FsResult<()> {
@@ -394,8 +401,28 @@ impl Filesystem for MemFs {
     }
 
     /// ENOSYS: the kernel then stops sending OPEN (no_open) and keeps its page cache.
-    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.error(Errno::ENOSYS);
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(self.unsupported(ino));
+    }
+
+    fn flush(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.error(self.unsupported(ino));
+    }
+
+    /// No ioctls: ENOSYS, as fuser's default answers.
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(self.unsupported(ino));
     }
 
     fn read(
@@ -409,13 +436,16 @@ impl Filesystem for MemFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let result = match self.ctl(ino) {
+        let ctl = self.ctl(ino);
+        let result = match ctl {
             Some(ctl) => ctl.read(ino.0, offset, size),
             None => self.fs.read(ino.0, offset, size),
         };
         match result {
             Ok(data) => {
-                self.stats.add_read_bytes(data.len() as u64);
+                if ctl.is_none() {
+                    self.stats.add_read_bytes(data.len() as u64);
+                }
                 reply.data(&data)
             }
             Err(e) => reply.error(errno(e)),
@@ -435,11 +465,12 @@ impl Filesystem for MemFs {
         reply: ReplyWrite,
     ) {
         let c = caller(req);
-        let result = match self.ctl(ino) {
+        let ctl = self.ctl(ino);
+        let result = match ctl {
             Some(ctl) => ctl.write(ino.0, offset, data, &c),
             None => self.fs.write(ino.0, offset, data, &c),
         };
-        if self.ctl(ino).is_none() && self.should_park(&result) {
+        if ctl.is_none() && self.should_park(&result) {
             let (fs, stats, data) = (self.fs.clone(), self.stats.clone(), data.to_vec());
             let op = move || {
                 let result = fs.write(ino.0, offset, &data, &c);
@@ -452,10 +483,12 @@ impl Filesystem for MemFs {
         }
         match result {
             Ok(n) => {
-                self.stats.add_write_bytes(n as u64);
                 reply.written(n as u32);
-                if self.ctl(ino).is_none() && self.fs.no_data() {
-                    self.invalidator.drop_cached(ino.0, offset, n as u64);
+                if ctl.is_none() {
+                    self.stats.add_write_bytes(n as u64);
+                    if self.fs.no_data() {
+                        self.invalidator.drop_cached(ino.0, offset, n as u64);
+                    }
                 }
             }
             Err(e) => reply.error(errno(e)),
@@ -467,8 +500,8 @@ impl Filesystem for MemFs {
     }
 
     /// ENOSYS: the kernel then stops sending OPENDIR and caches listings.
-    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.error(Errno::ENOSYS);
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.error(self.unsupported(ino));
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {

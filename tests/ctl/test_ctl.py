@@ -341,6 +341,24 @@ def test_counters_move_when_operations_happen():
         assert sum(int(n) for n in row[1:]) >= 10
 
 
+def test_reading_the_statistics_is_kept_out_of_the_operation_counts():
+    """`memfs stat --watch` on an idle mount shows zero rates: requests for
+    the control directory are counted apart, in io's control_requests."""
+    with mounted("memfs", "size=1M") as mnt:
+        before, io_before = ops(mnt), keys(mnt, "io")
+        for _ in range(20):
+            read(ctl(mnt, "stats", "usage"))
+            os.listdir(ctl(mnt, "opts"))
+            os.stat(ctl(mnt, "opts", "size"))
+        after, io_after = ops(mnt), keys(mnt, "io")
+        assert after == before
+        assert io_after["control_requests"] - io_before["control_requests"] >= 60
+        assert io_after["read_bytes"] == io_before["read_bytes"]
+        # Work on the file system itself is still counted.
+        os.mkdir(os.path.join(mnt, "d"))
+        assert ops(mnt)["mkdir"] == before["mkdir"] + 1
+
+
 def test_uid_usage_says_who_uses_the_memory():
     with mounted("memfs", "size=1M") as mnt:
         def write_as_nobody():
