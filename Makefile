@@ -36,6 +36,7 @@ install: build
 	install -D -m 0755 target/release/memfs $(DESTDIR)$(PREFIX)/bin/memfs
 	install -d $(DESTDIR)/sbin
 	ln -sf $(PREFIX)/bin/memfs $(DESTDIR)/sbin/mount.memfs
+	ln -sf $(PREFIX)/bin/memfs $(DESTDIR)/sbin/mount.fuse.memfs
 
 # The README's first command ends here: mount at $(MOUNTPOINT).
 mount: install

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing memfs needs, if missing: Debian's fuse3
 # (fusermount3, /dev/fuse tools), attr/acl (tests), postmark/fio (benchmarks),
-# the Python test packages, and the Rust fmt/clippy components.
+# the Python test packages, the Rust fmt/clippy components, and pjdfstest
+# (an independent POSIX conformance suite from crates.io, built into
+# target/pjdfstest; tests/pjdfstest runs it on memfs and tmpfs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for pair in fusermount3:fuse3 setfattr:attr setfacl:acl postmark:postmark fio:fio make:make cc:gcc; do
+for pair in findmnt:util-linux fusermount3:fuse3 setfattr:attr setfacl:acl postmark:postmark fio:fio make:make cc:gcc; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -22,3 +24,8 @@ if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
 python3 -m pip install -q -r requirements-dev.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
+PJDFSTEST_VERSION=0.2.2
+if ! target/pjdfstest/bin/pjdfstest --version 2>/dev/null | grep -qx "pjdfstest $PJDFSTEST_VERSION"; then
+  echo "building pjdfstest $PJDFSTEST_VERSION into target/pjdfstest"
+  cargo install -q --locked --force --version "$PJDFSTEST_VERSION" --root target/pjdfstest pjdfstest
+fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's first command: install what is missing, build memfs, install
-# /usr/local/bin/memfs and /sbin/mount.memfs, and mount a memfs at
+# /usr/local/bin/memfs and /sbin/mount.memfs (mount.fuse.memfs for remounts), and mount a memfs at
 # ${MOUNTPOINT:-/mnt/memfs} with ${OPTIONS:-size=1G}. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."

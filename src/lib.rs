@@ -15,4 +15,5 @@ pub mod ctl;
 pub mod daemon;
 pub mod fuse;
 pub mod options;
+pub mod remount;
 pub mod sync;

@@ -1,6 +1,7 @@
 //! The `memfs` command: mount a new memory file system, act as
-//! `mount.memfs` when mount(8) calls it by that name, or show a mount's
-//! statistics with `memfs stat MOUNTPOINT`.
+//! `mount.memfs` / `mount.fuse.memfs` when mount(8) calls it by that name,
+//! change a live mount with `-o remount,...` (src/remount.rs), or show a
+//! mount's statistics with `memfs stat MOUNTPOINT`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,11 +12,13 @@ use clap::Parser;
 
 use memfs::ctl::report;
 use memfs::options::{self, MountOptions, DEFAULT_CTLDIR};
+use memfs::remount;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "memfs",
     version,
+    override_usage = "memfs [-f] [-o OPTIONS] [SOURCE] MOUNTPOINT\n       memfs -o remount,OPTIONS [SOURCE] MOUNTPOINT\n       memfs stat MOUNTPOINT",
     about = "Mount a new, empty memory file system (like tmpfs, in user space over FUSE).",
     after_help = format!(
         "Mount options (-o, comma-separated; tmpfs's names):\n{}\nUnmount with `umount MOUNTPOINT` (root) or `fusermount3 -u MOUNTPOINT`.\n\
@@ -30,8 +33,10 @@ struct Cli {
     /// Stay in the foreground; unmount on SIGINT/SIGTERM.
     #[arg(short = 'f', long = "foreground")]
     foreground: bool,
-    /// Where to mount.
-    mountpoint: PathBuf,
+    /// Where to mount; `memfs SOURCE MOUNTPOINT` (as mount.fuse3 calls it)
+    /// takes the source as the `fsname=`.
+    #[arg(value_name = "MOUNTPOINT", num_args = 1..=2, required = true)]
+    paths: Vec<PathBuf>,
 }
 
 /// `memfs stat`: usage and operation counters of a mounted memfs.
@@ -124,8 +129,18 @@ fn defaults() -> MountOptions {
     MountOptions::defaults(uid, gid)
 }
 
-fn mount(mountpoint: &std::path::Path, opts: &str, foreground: bool) -> ExitCode {
-    let result = options::parse(opts, defaults()).and_then(|o| memfs::daemon::run(mountpoint, &o, foreground));
+/// Mount a new memfs, or change a live one when `opts` has `remount`.
+fn mount(source: Option<&str>, mountpoint: &std::path::Path, opts: &str, foreground: bool) -> ExitCode {
+    let result = if remount::is_remount(opts) {
+        remount::run(mountpoint, opts, defaults())
+    } else {
+        // The source mount(8) was given names the mount, unless fsname= does.
+        let named = match source {
+            Some(s) if !s.is_empty() && !s.contains([',', ' ', '\n']) => format!("fsname={s},{opts}"),
+            _ => opts.to_string(),
+        };
+        options::parse(&named, defaults()).and_then(|o| memfs::daemon::run(mountpoint, &o, foreground))
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -151,13 +166,18 @@ fn mount_helper(args: Vec<String>) -> ExitCode {
             _ => positional.push(a),
         }
     }
-    let [_source, dir] = positional.as_slice() else {
+    let [source, dir] = positional.as_slice() else {
         eprintln!("usage: mount.memfs SOURCE MOUNTPOINT [-o OPTIONS]");
         return ExitCode::from(1);
     };
     let opts = opts.join(",");
     if fake {
-        return match options::parse(&opts, defaults()) {
+        let checked = if remount::is_remount(&opts) {
+            remount::parse(&opts, defaults()).map(|_| ())
+        } else {
+            options::parse(&opts, defaults()).map(|_| ())
+        };
+        return match checked {
             Ok(_) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("memfs: {e}");
@@ -165,7 +185,7 @@ fn mount_helper(args: Vec<String>) -> ExitCode {
             }
         };
     }
-    mount(std::path::Path::new(dir), &opts, false)
+    mount(Some(source), std::path::Path::new(dir), &opts, false)
 }
 
 fn main() -> ExitCode {
@@ -179,5 +199,10 @@ fn main() -> ExitCode {
         return stat_command(&args[1..]);
     }
     let cli = Cli::parse();
-    mount(&cli.mountpoint, &cli.options.join(","), cli.foreground)
+    let (source, mountpoint) = match cli.paths.as_slice() {
+        [source, mountpoint] => (source.to_str(), mountpoint),
+        [mountpoint] => (None, mountpoint),
+        _ => unreachable!("clap takes one or two paths"),
+    };
+    mount(source, mountpoint, &cli.options.join(","), cli.foreground)
 }

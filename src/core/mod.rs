@@ -95,7 +95,9 @@ pub struct Fs {
     /// subtree check cannot race with another move (as the kernel's
     /// s_vfs_rename_mutex).
     rename_lock: Mutex<()>,
-    noatime: bool,
+    /// Never update atime (mount option `noatime`; tunable `noatime`, so a
+    /// remount can change it).
+    noatime: AtomicBool,
     dir_index: DirIndex,
     reserved_name: Option<Box<[u8]>>,
     /// Discard written bytes, keeping sizes (tunable `no_data`, for metadata benchmarks).
@@ -116,7 +118,7 @@ impl Fs {
             next_ino: AtomicU64::new(ROOT_INO + 1),
             usage: usage.clone(),
             rename_lock: Mutex::new(()),
-            noatime: cfg.noatime,
+            noatime: AtomicBool::new(cfg.noatime),
             dir_index: cfg.dir_index,
             reserved_name: cfg.reserved_name.map(Vec::into_boxed_slice),
             no_data: AtomicBool::new(false),
@@ -235,6 +237,14 @@ impl Fs {
 
     /// Turn discarding of written bytes on or off (files keep their sizes;
     /// discarded ranges read as zeros).
+    pub fn set_noatime(&self, on: bool) {
+        self.noatime.store(on, Ordering::Relaxed);
+    }
+
+    pub fn noatime(&self) -> bool {
+        self.noatime.load(Ordering::Relaxed)
+    }
+
     pub fn set_no_data(&self, on: bool) {
         self.no_data.store(on, Ordering::Release);
     }

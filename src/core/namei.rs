@@ -552,7 +552,7 @@ impl Fs {
             if m.nlink == 0 {
                 return Err(FsError::NotFound);
             }
-            if !self.noatime {
+            if !self.noatime() {
                 m.touch_accessed(Timespec::now());
             }
             m.parent
@@ -588,7 +588,7 @@ impl Fs {
         let Content::Symlink(target) = &inode.content else {
             return Err(FsError::Invalid);
         };
-        if !self.noatime {
+        if !self.noatime() {
             inode.meta().touch_accessed(Timespec::now());
         }
         Ok(target.to_vec())

@@ -43,7 +43,7 @@ impl Fs {
         let data = data_lock(&inode).read();
         let mut m = inode.meta();
         let len = m.size.saturating_sub(off).min(u64::from(size)) as usize;
-        if !self.noatime {
+        if !self.noatime() {
             m.touch_accessed(Timespec::now());
         }
         drop(m);

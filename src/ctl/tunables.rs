@@ -69,11 +69,17 @@ pub const TUNABLES: &[Tunable] = &[
                for benchmarking metadata alone; 0 = store data (default)",
         get: |t| u64::from(t.fs.no_data()),
         set: |t, v| {
-            match v {
-                "0" => t.fs.set_no_data(false),
-                "1" => t.fs.set_no_data(true),
-                _ => return Err(FsError::Invalid),
-            }
+            t.fs.set_no_data(switch(v)?);
+            Ok(())
+        },
+    },
+    Tunable {
+        name: "noatime",
+        help: "1 = never update access times (as the noatime mount option), 0 = relatime rules; \
+               `mount -o remount,noatime` sets it",
+        get: |t| u64::from(t.fs.noatime()),
+        set: |t, v| {
+            t.fs.set_noatime(switch(v)?);
             Ok(())
         },
     },
@@ -89,6 +95,15 @@ pub const TUNABLES: &[Tunable] = &[
         },
     },
 ];
+
+/// A 0/1 switch; anything else is EINVAL.
+fn switch(v: &str) -> FsResult<bool> {
+    match v {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(FsError::Invalid),
+    }
+}
 
 /// Longest value accepted in one write; longer writes are EINVAL.
 pub const MAX_VALUE_LEN: usize = 256;
@@ -183,6 +198,23 @@ mod tests {
         assert_eq!(get(&fs, "no_data"), 1);
         set(&fs, "no_data", b" 0 ").unwrap();
         assert!(!fs.no_data());
+    }
+
+    #[test]
+    fn noatime_stops_and_restarts_atime_updates_by_reads() {
+        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        let f = fs.mknod(ROOT_INO, b"f", 0o100644, 0, 0, &Caller::ROOT).unwrap();
+        fs.write(f.ino, 0, b"data", &Caller::ROOT).unwrap();
+        set(&fs, "noatime", b"1\n").unwrap();
+        assert_eq!(get(&fs, "noatime"), 1);
+        let before = fs.getattr(f.ino).unwrap().atime;
+        fs.read(f.ino, 0, 4).unwrap();
+        assert_eq!(fs.getattr(f.ino).unwrap().atime, before);
+        set(&fs, "noatime", b"0").unwrap();
+        fs.read(f.ino, 0, 4).unwrap();
+        let after = fs.getattr(f.ino).unwrap();
+        assert!(after.atime > before && after.atime >= after.mtime);
+        assert_eq!(set(&fs, "noatime", b"2"), Err(FsError::Invalid));
     }
 
     #[test]

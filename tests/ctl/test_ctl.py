@@ -84,7 +84,9 @@ def test_values_read_back_with_a_newline():
         assert usage["inodes_limit"] == 100
         assert usage["inodes_used"] == 1  # the root
         assert sorted(os.listdir(ctl(mnt))) == ["README", "opts", "stats"]
-        assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "no_data", "nr_inodes", "poll_us", "size"]
+        assert read(ctl(mnt, "opts", "noatime")) == "0\n"
+        assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "no_data", "noatime", "nr_inodes",
+                                                        "poll_us", "size"]
         assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "ops", "prometheus", "uid",
                                                           "usage"]
 
@@ -298,6 +300,42 @@ def test_the_name_cannot_be_taken_while_enabled():
         assert e.value.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.EPERM)
         assert sorted(os.listdir(mnt)) == ["d", "f"]
         assert os.path.isdir(ctl(mnt, "stats"))
+
+
+def remount(mnt, options):
+    """What mount(8) runs through /sbin/mount.fuse.memfs for `mount -o remount,...`."""
+    return subprocess.run([MEMFS_BIN, "memfs", mnt, "-o", f"remount,{options}"],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_remount_changes_tunables_through_the_control_directory():
+    with mounted("memfs", "size=1M,noatime") as mnt:
+        assert read(ctl(mnt, "opts", "noatime")) == "1\n"
+        assert remount(mnt, "relatime,size=2M,poll_us=0").returncode == 0
+        assert read(ctl(mnt, "opts", "noatime")) == "0\n"
+        assert read(ctl(mnt, "opts", "size")) == "2097152\n"
+        assert read(ctl(mnt, "opts", "poll_us")) == "0\n"
+        assert remount(mnt, "noatime").returncode == 0
+        assert read(ctl(mnt, "opts", "noatime")) == "1\n"
+        # Going read-only takes the new limits first; a read-only mount takes
+        # flags but no new limits (the control files cannot be written).
+        assert remount(mnt, "ro,size=3M").returncode == 0
+        assert read(ctl(mnt, "opts", "size")) == "3145728\n"
+        r = remount(mnt, "ro,size=4M")
+        assert r.returncode != 0 and "rw" in r.stderr
+        assert read(ctl(mnt, "opts", "size")) == "3145728\n"
+        assert remount(mnt, "rw,size=4M").returncode == 0
+        assert read(ctl(mnt, "opts", "size")) == "4194304\n"
+        assert not os.statvfs(mnt).f_flag & os.ST_RDONLY
+    with mounted("memfs", "size=1M,ctldir=.ctl") as mnt:
+        assert remount(mnt, "size=2M").returncode != 0  # which control directory? say so
+        assert remount(mnt, "size=2M,ctldir=.ctl").returncode == 0
+        assert read(os.path.join(mnt, ".ctl", "opts", "size")) == "2097152\n"
+    with mounted("memfs", "size=1M,ctldir=off") as mnt:
+        assert remount(mnt, "ro").returncode == 0  # flags need no control directory
+        assert remount(mnt, "rw").returncode == 0
+        assert "ctldir" in remount(mnt, "size=2M").stderr
+        assert os.statvfs(mnt).f_blocks == 256
 
 
 def test_ctldir_option_renames_or_disables():

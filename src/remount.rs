@@ -1,0 +1,349 @@
+//! `mount -o remount,OPTIONS MOUNTPOINT` of a live memfs, as tmpfs allows it.
+//!
+//! mount(8) hands a remount of a `fuse.memfs` mount to its helper
+//! (/sbin/mount.fuse.memfs, or mount.fuse3, which runs `memfs SOURCE DIR -o
+//! OPTIONS`) with the options it merged from /proc/mounts and fstab. This
+//! module owns what such a call does, without a new daemon:
+//!
+//! - `size=`, `nr_inodes=`, `poll_us=` and the atime rule (`noatime` or
+//!   not) change live, through the mount's control
+//!   directory (the same checks as writing its `opts/` files: shrinking below
+//!   what is in use fails with EINVAL and changes nothing, as tmpfs's "Too
+//!   small a size for current use");
+//! - the VFS flags (`ro`/`rw`, `nosuid`, `nodev`, `noexec`, atime flags,
+//!   `sync`, `dirsync`) go to the kernel with mount(2)'s MS_REMOUNT; the kernel
+//!   then enforces read-only itself (EROFS) and refuses it while a file is
+//!   open for writing (EBUSY);
+//! - options fixed at mount time (`mode=`, `uid=`, `gid=`, `threads=`,
+//!   `fsname=`, `dirindex=`, FUSE's `user_id=`, ...) are checked and left
+//!   alone, as tmpfs leaves `mode=`/`uid=`/`gid=`; anything unknown or
+//!   malformed is refused before anything changes.
+//!
+//! It knows the control directory only by path, like `memfs stat`.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::options::{self, MountOptions, DEFAULT_CTLDIR};
+
+/// Options of mount(2) itself: name, MS_ flag, whether the name sets it.
+const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
+    ("ro", libc::MS_RDONLY, true),
+    ("rw", libc::MS_RDONLY, false),
+    ("nosuid", libc::MS_NOSUID, true),
+    ("suid", libc::MS_NOSUID, false),
+    ("nodev", libc::MS_NODEV, true),
+    ("dev", libc::MS_NODEV, false),
+    ("noexec", libc::MS_NOEXEC, true),
+    ("exec", libc::MS_NOEXEC, false),
+    ("sync", libc::MS_SYNCHRONOUS, true),
+    ("async", libc::MS_SYNCHRONOUS, false),
+    ("dirsync", libc::MS_DIRSYNC, true),
+    ("noatime", libc::MS_NOATIME, true),
+    ("atime", libc::MS_NOATIME, false),
+    ("nodiratime", libc::MS_NODIRATIME, true),
+    ("diratime", libc::MS_NODIRATIME, false),
+    ("relatime", libc::MS_RELATIME, true),
+    ("norelatime", libc::MS_RELATIME, false),
+    ("strictatime", libc::MS_STRICTATIME, true),
+    ("nostrictatime", libc::MS_STRICTATIME, false),
+    ("lazytime", libc::MS_LAZYTIME, true),
+    ("nolazytime", libc::MS_LAZYTIME, false),
+];
+
+/// Options the kernel's FUSE shows in /proc/mounts (mount(8) passes them
+/// back on remount); fixed at mount time.
+const FUSE_SHOWN: &[&str] = &["user_id", "group_id", "default_permissions", "allow_other", "max_read", "blksize"];
+
+/// Limits and tunables a remount changes live: option name = control file name.
+const LIVE: &[&str] = &["size", "nr_inodes", "poll_us"];
+
+/// The daemon's own atime rule (control file `noatime`) follows the atime
+/// flags: memfs, not the kernel, updates atime on the reads it serves.
+fn atime_rule(item: &str) -> Option<&'static str> {
+    match item {
+        "noatime" => Some("1"),
+        "atime" | "relatime" | "strictatime" => Some("0"),
+        _ => None,
+    }
+}
+
+/// Whether an option string asks for a remount.
+pub fn is_remount(opts: &str) -> bool {
+    opts.split(',').any(|o| o == "remount")
+}
+
+/// What one remount request asks for, after every option was checked.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Request {
+    /// (control file, value) pairs to write, in order.
+    pub live: Vec<(&'static str, String)>,
+    /// MS_ flags to set and to clear (beyond those the mount has now).
+    pub set: libc::c_ulong,
+    pub clear: libc::c_ulong,
+    /// Control directory name (`ctldir=` if given).
+    pub ctldir: String,
+}
+
+/// Check every option; nothing is applied here.
+pub fn parse(opts: &str, defaults: MountOptions) -> Result<Request, String> {
+    let mut req = Request { ctldir: DEFAULT_CTLDIR.to_string(), ..Request::default() };
+    let mut rest = vec![];
+    for item in opts.split(',').filter(|s| !s.is_empty() && *s != "remount") {
+        let (name, value) = item.split_once('=').map_or((item, None), |(n, v)| (n, Some(v)));
+        if let Some(v) = atime_rule(item) {
+            req.live.retain(|(n, _)| *n != "noatime");
+            req.live.push(("noatime", v.to_string()));
+        }
+        if let Some(&(_, flag, on)) = VFS_FLAGS.iter().find(|f| f.0 == item) {
+            if on {
+                req.set |= flag;
+                req.clear &= !flag;
+            } else {
+                req.clear |= flag;
+                req.set &= !flag;
+            }
+            // relatime, noatime and strictatime exclude each other.
+            if on && flag & ATIME_MODES != 0 {
+                req.clear |= ATIME_MODES & !flag;
+                req.set &= !(ATIME_MODES & !flag);
+            }
+            continue;
+        }
+        if FUSE_SHOWN.contains(&name) {
+            continue;
+        }
+        if let (Some(live), Some(v)) = (LIVE.iter().find(|l| **l == name), value) {
+            req.live.retain(|(n, _)| n != live);
+            req.live.push((live, v.to_string()));
+        }
+        if name == "ctldir" {
+            match value {
+                Some("off") => {
+                    return Err("this memfs has no control directory (ctldir=off): its limits cannot change".into())
+                }
+                Some(v) => req.ctldir = v.to_string(),
+                None => {}
+            }
+        }
+        rest.push(item);
+    }
+    // The option table checks names and values (and refuses what it does not know).
+    options::parse(&rest.join(","), defaults)?;
+    Ok(req)
+}
+
+const ATIME_MODES: libc::c_ulong = libc::MS_NOATIME | libc::MS_RELATIME | libc::MS_STRICTATIME;
+
+/// Remount the memfs at `mountpoint` with `opts` (containing `remount`).
+pub fn run(mountpoint: &Path, opts: &str, defaults: MountOptions) -> Result<(), String> {
+    let mut req = parse(opts, defaults)?;
+    let mnt = memfs_mountpoint(mountpoint)?;
+    let ctl = mnt.join(&req.ctldir).join("opts");
+    // Write only what changes: mount(8) passes back every option of the
+    // mount, and a read-only mount cannot take writes. Without a control
+    // directory the atime rule stays as mounted.
+    req.live.retain(|(name, value)| match std::fs::read_to_string(ctl.join(name)) {
+        Ok(now) => now.trim() != value,
+        Err(_) => *name != "noatime",
+    });
+    if !req.live.is_empty() && !ctl.is_dir() {
+        return Err(format!(
+            "{} has no control directory {}/ (mounted with another ctldir=? give the same ctldir= here)",
+            mnt.display(),
+            req.ctldir
+        ));
+    }
+    let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
+    let before = current_flags(&target)?;
+    let after = new_flags(before, req.set, req.clear);
+    if req.live.is_empty() {
+        return remount_flags(&mnt, &target, after);
+    }
+    // The control files are written through the mount, so a read-only mount
+    // must become writable first, and a mount becoming read-only takes its
+    // new limits before. Either way a failed remount changes nothing.
+    if after & libc::MS_RDONLY != 0 {
+        if before & libc::MS_RDONLY != 0 {
+            return Err("a read-only memfs cannot change its limits: remount it rw (with the new limits) first".into());
+        }
+        let old = set_live(&ctl, &req.live)?;
+        remount_flags(&mnt, &target, after).inspect_err(|_| restore(&ctl, &old))
+    } else {
+        remount_flags(&mnt, &target, after)?;
+        set_live(&ctl, &req.live).inspect_err(|_| {
+            let _ = remount_flags(&mnt, &target, before | libc::MS_REMOUNT);
+        })?;
+        Ok(())
+    }
+}
+
+/// Write the control files in order; on a refusal put back those already
+/// written. Returns the old values.
+fn set_live(ctl: &Path, live: &[(&'static str, String)]) -> Result<Vec<(&'static str, String)>, String> {
+    let mut applied = vec![];
+    for (name, value) in live {
+        let file = ctl.join(name);
+        let old = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+        if let Err(e) = std::fs::write(&file, value) {
+            restore(ctl, &applied);
+            let why = if e.raw_os_error() == Some(libc::EINVAL) && *name != "poll_us" {
+                "below what is in use now, or out of range".to_string()
+            } else {
+                e.to_string()
+            };
+            return Err(format!("cannot change {name} to {value}: {why}"));
+        }
+        applied.push((*name, old.trim().to_string()));
+    }
+    Ok(applied)
+}
+
+fn restore(ctl: &Path, applied: &[(&'static str, String)]) {
+    for (name, old) in applied.iter().rev() {
+        let _ = std::fs::write(ctl.join(name), old);
+    }
+}
+
+/// The mount point itself, if a memfs is mounted exactly there.
+fn memfs_mountpoint(path: &Path) -> Result<PathBuf, String> {
+    let canon = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
+    let want = canon.as_os_str().as_bytes();
+    // Fields: id parent major:minor root mountpoint opts [optional...] - fstype source superopts
+    let is_memfs = info.lines().rev().any(|line| {
+        let mut fields = line.split(' ');
+        let at = fields.nth(4).map(unescape);
+        let fstype = line.split(" - ").nth(1).and_then(|t| t.split(' ').next());
+        at.as_deref() == Some(want) && fstype == Some("fuse.memfs")
+    });
+    if !is_memfs {
+        return Err(format!("{} is not the mount point of a memfs", canon.display()));
+    }
+    Ok(canon)
+}
+
+/// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
+fn unescape(field: &str) -> Vec<u8> {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |acc, c| acc.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The mount's current VFS flags as MS_ flags (statvfs's ST_ flags).
+fn current_flags(mnt: &CString) -> Result<libc::c_ulong, String> {
+    // SAFETY: statvfs writes only into the zeroed struct passed.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(mnt.as_ptr(), &mut st) } != 0 {
+        return Err(format!("statvfs: {}", std::io::Error::last_os_error()));
+    }
+    let pairs = [
+        (libc::ST_RDONLY, libc::MS_RDONLY),
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_SYNCHRONOUS, libc::MS_SYNCHRONOUS),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    Ok(pairs.iter().filter(|(st_flag, _)| st.f_flag & st_flag != 0).fold(0, |acc, (_, ms)| acc | ms))
+}
+
+/// The flags for mount(2): the mount's own, changed as asked.
+fn new_flags(current: libc::c_ulong, set: libc::c_ulong, clear: libc::c_ulong) -> libc::c_ulong {
+    let mut flags = current;
+    // Keep the atime mode unless one was given (the kernel does the same).
+    if set & ATIME_MODES == 0 && clear & ATIME_MODES == 0 {
+        flags &= !ATIME_MODES;
+    }
+    (flags & !clear) | set | libc::MS_REMOUNT
+}
+
+fn remount_flags(mnt: &Path, target: &CString, flags: libc::c_ulong) -> Result<(), String> {
+    // SAFETY: target is a valid C string; source, type and data may be NULL
+    // for MS_REMOUNT (FUSE ignores remount data from the old mount API).
+    let rc = unsafe { libc::mount(std::ptr::null(), target.as_ptr(), std::ptr::null(), flags, std::ptr::null()) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        let hint = match e.raw_os_error() {
+            Some(libc::EBUSY) if flags & libc::MS_RDONLY != 0 => ": a file is open for writing",
+            Some(libc::EPERM) => ": only root can remount",
+            _ => "",
+        };
+        return Err(format!("remount of {} failed: {e}{hint}", mnt.display()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(opts: &str) -> Result<Request, String> {
+        parse(opts, MountOptions::defaults(0, 0))
+    }
+
+    #[test]
+    fn remount_is_recognised_only_as_a_whole_option() {
+        assert!(is_remount("rw,remount,size=1G"));
+        assert!(!is_remount("fsname=remount"));
+    }
+
+    #[test]
+    fn limits_are_live_and_the_last_value_wins() {
+        let r = req("remount,size=1G,nr_inodes=10k,size=2G").unwrap();
+        assert_eq!(r.live, vec![("nr_inodes", "10k".to_string()), ("size", "2G".to_string())]);
+        assert_eq!((r.set, r.clear), (0, 0));
+        let r = req("remount,noatime,relatime").unwrap();
+        assert_eq!(r.live, vec![("noatime", "0".to_string())]);
+    }
+
+    #[test]
+    fn what_mount8_passes_back_from_proc_mounts_is_accepted() {
+        let r = req("ro,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other,dev,suid").unwrap();
+        assert_eq!(r.set, libc::MS_RDONLY | libc::MS_RELATIME);
+        assert_eq!(r.clear & (libc::MS_NODEV | libc::MS_NOSUID), libc::MS_NODEV | libc::MS_NOSUID);
+        assert_eq!(r.live, vec![("noatime", "0".to_string())]);
+    }
+
+    #[test]
+    fn later_flags_override_earlier_ones() {
+        let r = req("remount,ro,rw,noatime,relatime").unwrap();
+        assert_eq!(r.set & libc::MS_RDONLY, 0);
+        assert_ne!(r.clear & libc::MS_RDONLY, 0);
+        assert_eq!(r.set & ATIME_MODES, libc::MS_RELATIME);
+        assert_ne!(r.clear & libc::MS_NOATIME, 0);
+    }
+
+    #[test]
+    fn fixed_options_are_checked_but_unknown_and_malformed_ones_refused() {
+        assert!(req("remount,mode=1777,uid=5,threads=1").is_ok());
+        assert!(req("remount,bogus").unwrap_err().contains("bogus"));
+        assert!(req("remount,size=lots").unwrap_err().contains("size=lots"));
+        assert!(req("remount,mode=999").is_err());
+        assert!(req("remount,ctldir=off").is_err());
+        assert_eq!(req("remount,ctldir=.ctl,size=1G").unwrap().ctldir, ".ctl");
+    }
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape(r"/mnt/a\040b\134c"), b"/mnt/a b\\c".to_vec());
+        assert_eq!(unescape(r"/plain\09"), b"/plain\\09".to_vec());
+    }
+}
