@@ -43,6 +43,8 @@ pub enum FsError {
     NoDataAtOffset,
     /// The kernel referred to an inode we no longer know (ESTALE).
     Stale,
+    /// No such ioctl for this file (ENOTTY).
+    NoIoctl,
 }
 
 impl fmt::Display for FsError {

@@ -60,6 +60,8 @@ pub struct Meta {
     pub uid: u32,
     pub gid: u32,
     pub rdev: u32,
+    /// Inode flags kept for lsattr/chattr (core/fileattr.rs); fills what was padding.
+    pub fsflags: u32,
     pub size: u64,
     /// Pages charged to this inode (data pages, or a long symlink's page).
     pub pages: u64,

@@ -27,6 +27,7 @@ mod attr;
 pub mod data;
 pub mod dir;
 mod error;
+pub mod fileattr;
 pub mod inode;
 mod namei;
 mod rw;
@@ -135,6 +136,7 @@ impl Fs {
             uid: cfg.root_uid,
             gid: cfg.root_gid,
             rdev: 0,
+            fsflags: 0,
             size: 2 * DIRENT_SIZE,
             pages: 0,
             atime: now,

@@ -8,6 +8,7 @@
 
 use super::acl::Acl;
 use super::dir::{Dir, DirIndex};
+use super::fileattr;
 use super::inode::{Content, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
 use super::usage::Usage;
@@ -52,6 +53,7 @@ struct NewNode<'a> {
 struct Inherited {
     perm: u32,
     gid: u32,
+    fsflags: u32,
     acl_access: Option<Box<[u8]>>,
     acl_default: Option<Box<[u8]>>,
 }
@@ -60,8 +62,9 @@ fn inherit(node: &NewNode<'_>, parent: &Meta, caller: &Caller) -> Inherited {
     let sgid_dir = parent.perm & mode::S_ISGID != 0;
     let gid = if sgid_dir { parent.gid } else { caller.gid };
     let mut perm = node.perm & mode::PERM_MASK;
+    let fsflags = fileattr::inherit(parent.fsflags);
     if node.kind == Kind::Symlink {
-        return Inherited { perm: 0o777, gid, acl_access: None, acl_default: None };
+        return Inherited { perm: 0o777, gid, fsflags, acl_access: None, acl_default: None };
     }
     if node.kind == Kind::Dir && sgid_dir {
         perm |= mode::S_ISGID;
@@ -82,7 +85,7 @@ fn inherit(node: &NewNode<'_>, parent: &Meta, caller: &Caller) -> Inherited {
         }
         _ => perm &= !(node.umask & 0o777),
     }
-    Inherited { perm, gid, acl_access, acl_default }
+    Inherited { perm, gid, fsflags, acl_access, acl_default }
 }
 
 /// The metadata and contents of a new inode (charged already): `nlink` 1
@@ -115,6 +118,7 @@ fn new_inode(
         uid: caller.uid,
         gid: inherited.gid,
         rdev: node.rdev,
+        fsflags: inherited.fsflags,
         size,
         pages,
         atime: now,
@@ -552,7 +556,7 @@ impl Fs {
             if m.nlink == 0 {
                 return Err(FsError::NotFound);
             }
-            if !self.noatime() {
+            if !self.noatime() && fileattr::atime_allowed(&m) {
                 m.touch_accessed(Timespec::now());
             }
             m.parent
@@ -588,9 +592,11 @@ impl Fs {
         let Content::Symlink(target) = &inode.content else {
             return Err(FsError::Invalid);
         };
-        if !self.noatime() {
-            inode.meta().touch_accessed(Timespec::now());
+        let mut m = inode.meta();
+        if !self.noatime() && fileattr::atime_allowed(&m) {
+            m.touch_accessed(Timespec::now());
         }
+        drop(m);
         Ok(target.to_vec())
     }
 }
@@ -613,6 +619,7 @@ fn whiteout_meta(caller: &Caller, parent: Ino, now: Timespec) -> Meta {
         uid: caller.uid,
         gid: caller.gid,
         rdev: 0,
+        fsflags: 0,
         size: 0,
         pages: 0,
         atime: now,

@@ -6,6 +6,7 @@
 //! pages counted in metadata always equal the pages stored.
 
 use super::data::FileData;
+use super::fileattr;
 use super::inode::Inode;
 use super::types::{Caller, Ino, Kind, Timespec, MAX_FILE_SIZE};
 use super::{Fs, FsError, FsResult};
@@ -43,7 +44,7 @@ impl Fs {
         let data = data_lock(&inode).read();
         let mut m = inode.meta();
         let len = m.size.saturating_sub(off).min(u64::from(size)) as usize;
-        if !self.noatime() {
+        if !self.noatime() && fileattr::atime_allowed(&m) {
             m.touch_accessed(Timespec::now());
         }
         drop(m);

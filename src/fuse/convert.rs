@@ -28,6 +28,7 @@ pub fn errno(e: FsError) -> Errno {
         FsError::TooManyLinks => libc::EMLINK,
         FsError::NoDataAtOffset => libc::ENXIO,
         FsError::Stale => libc::ESTALE,
+        FsError::NoIoctl => libc::ENOTTY,
     })
 }
 

@@ -7,7 +7,11 @@
 //! the kernel to drop it (FUSE_NOTIFY_INVAL_INODE), so reads come to memfs
 //! and return zeros. The kernel keeps the written pages locked until our
 //! reply has been handled, so the invalidation cannot overtake the write.
-//! Notifications are never sent from a request handler itself.
+//! Page-cache notifications are never sent from a request handler itself.
+//!
+//! Also: dropping an inode's cached attributes when memfs changed one the
+//! kernel does not know about (ctime after chattr). That one is sent from
+//! the handler, before its reply, so a stat right after sees the change.
 
 use std::sync::mpsc::{channel, Sender};
 use std::sync::OnceLock;
@@ -22,6 +26,7 @@ type Range = (u64, i64, i64);
 /// Queues page-cache invalidations for a background thread.
 pub struct Invalidator {
     tx: Mutex<Sender<Range>>,
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl Invalidator {
@@ -29,7 +34,9 @@ impl Invalidator {
     /// ranges queued before that are dropped (nothing can be cached yet).
     pub fn start(notifier: Arc<OnceLock<Notifier>>) -> std::io::Result<Invalidator> {
         let (tx, rx) = channel::<Range>();
+        let for_thread = notifier.clone();
         std::thread::Builder::new().name("memfs-inval".into()).spawn(move || {
+            let notifier = for_thread;
             for (ino, off, len) in rx {
                 if let Some(n) = notifier.get() {
                     // ENOENT: the kernel no longer has the inode; nothing to drop.
@@ -37,7 +44,18 @@ impl Invalidator {
                 }
             }
         })?;
-        Ok(Invalidator { tx: Mutex::new(tx) })
+        Ok(Invalidator { tx: Mutex::new(tx), notifier })
+    }
+
+    /// Make the kernel ask for `ino`'s attributes again, now. Safe inside a
+    /// handler: an attributes-only FUSE_NOTIFY_INVAL_INODE (negative offset)
+    /// takes no inode lock and waits for no request (fs/fuse/inode.c,
+    /// fuse_reverse_inval_inode), so it cannot deadlock with the request
+    /// being served.
+    pub fn drop_attrs(&self, ino: u64) {
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(INodeNo(ino), -1, 0);
+        }
     }
 
     /// Ask the kernel to forget what it caches of `len` bytes at `off` of `ino`.

@@ -26,6 +26,7 @@ mod convert;
 mod counted;
 mod cpuload;
 pub mod invalidate;
+mod ioctl;
 mod parked;
 pub mod poll;
 pub use counted::Counted;
@@ -37,9 +38,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use fuser::{
-    Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 
 use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, RenameFlags, SetAttr, Whence};
@@ -409,22 +411,6 @@ impl Filesystem for MemFs {
         reply.error(self.unsupported(ino));
     }
 
-    /// No ioctls: ENOSYS, as fuser's default answers.
-    #[allow(clippy::too_many_arguments)]
-    fn ioctl(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        _fh: FileHandle,
-        _flags: fuser::IoctlFlags,
-        _cmd: u32,
-        _in_data: &[u8],
-        _out_size: u32,
-        reply: fuser::ReplyIoctl,
-    ) {
-        reply.error(self.unsupported(ino));
-    }
-
     fn read(
         &self,
         _req: &Request,
@@ -600,6 +586,34 @@ impl Filesystem for MemFs {
             return self.park(reply, move || fs.fallocate(ino.0, offset, length, mode), reply_empty);
         }
         reply_empty(reply, result);
+    }
+
+    /// The inode-flag ioctls (lsattr/chattr, ioctl.rs); ENOTTY for the rest.
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let result = match self.ctl(ino) {
+            Some(_) => Err(FsError::NoIoctl),
+            None => ioctl::ioctl(&self.fs, ino.0, cmd, in_data, out_size),
+        };
+        match result {
+            Ok(out) => {
+                if ioctl::changes_attrs(cmd) {
+                    self.invalidator.drop_attrs(ino.0); // ctime moved
+                }
+                reply.ioctl(0, &out)
+            }
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
