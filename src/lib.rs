@@ -17,3 +17,4 @@ pub mod fuse;
 pub mod options;
 pub mod remount;
 pub mod sync;
+pub mod trim;

@@ -208,6 +208,17 @@ impl Fs {
         self.usage.snapshot()
     }
 
+    /// Call `hook` whenever another [`usage::RELEASE_STEP`] bytes were freed
+    /// (for giving heap back to the kernel; see usage.rs).
+    pub fn on_release(&self, hook: usage::ReleaseHook) {
+        self.usage.on_release(hook);
+    }
+
+    /// Bytes freed since the last call.
+    pub fn take_released(&self) -> u64 {
+        self.usage.take_released()
+    }
+
     /// Number of inodes in the table (live, including unlinked-but-referenced).
     pub fn inode_count(&self) -> usize {
         self.inodes.len()

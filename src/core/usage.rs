@@ -19,10 +19,32 @@
 //! chown), and an estimate of metadata bytes (inodes, names, xattrs). The
 //! per-uid map's locks are leaves: taken under an inode's `meta`, never
 //! holding anything else.
+//!
+//! And a hint for whoever gives freed heap back to the kernel (src/trim.rs):
+//! bytes of pages and metadata freed and not used again since it last
+//! looked (frees add, new pages and metadata take away, never below zero),
+//! and a hook called each time that passes [`RELEASE_STEP`]. So a workload
+//! that deletes and creates in turn, reusing what it freed, never calls it;
+//! a large delete does. The hook must be cheap and must not block: it runs
+//! on the path that frees.
 
 use dashmap::DashMap;
 
-use crate::sync::{AtomicU64, Ordering};
+use super::types::PAGE_SIZE;
+
+use crate::sync::{AtomicU64, OnceLock, Ordering};
+
+/// Freed and not reused bytes (pages and metadata) that call the release hook.
+pub const RELEASE_STEP: u64 = 32 << 20;
+
+/// Called when [`RELEASE_STEP`] bytes were freed since the last `take_released`.
+pub struct ReleaseHook(pub Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for ReleaseHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReleaseHook")
+    }
+}
 
 /// Units of inode space one inode costs (tmpfs's BOGO_INODE_SIZE).
 pub const INODE_COST: u64 = 1024;
@@ -48,6 +70,9 @@ pub struct Usage {
     meta_bytes: AtomicU64,
     /// Pages and inodes per owner.
     by_uid: DashMap<u32, UidCounters>,
+    /// Bytes freed and not reused since the release hook's owner last took them.
+    released: AtomicU64,
+    on_release: OnceLock<ReleaseHook>,
 }
 
 #[derive(Debug, Default)]
@@ -103,6 +128,8 @@ impl Usage {
             used_ispace: AtomicU64::new(0),
             inodes: AtomicU64::new(0),
             meta_bytes: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            on_release: OnceLock::new(),
             by_uid: DashMap::new(),
         }
     }
@@ -143,15 +170,53 @@ impl Usage {
     /// Add a signed amount to the metadata byte estimate.
     pub fn account_meta(&self, bytes: i64) {
         add_signed(&self.meta_bytes, bytes);
+        if bytes < 0 {
+            self.note_released(bytes.unsigned_abs());
+        } else {
+            self.note_reused(bytes.unsigned_abs());
+        }
+    }
+
+    /// Install the release hook (once; later calls are ignored).
+    pub fn on_release(&self, hook: ReleaseHook) {
+        let _ = self.on_release.set(hook);
+    }
+
+    /// Bytes freed and not reused since the last call; starts the count again.
+    pub fn take_released(&self) -> u64 {
+        self.released.swap(0, Ordering::AcqRel)
+    }
+
+    fn note_reused(&self, bytes: u64) {
+        if self.released.load(Ordering::Relaxed) > 0 {
+            let _ = self.released.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |v| Some(v.saturating_sub(bytes)));
+        }
+    }
+
+    fn note_released(&self, bytes: u64) {
+        let before = self.released.fetch_add(bytes, Ordering::AcqRel);
+        if before < RELEASE_STEP && before + bytes >= RELEASE_STEP {
+            if let Some(hook) = self.on_release.get() {
+                (hook.0)();
+            }
+        }
     }
 
     pub fn charge_pages(&self, n: u64) -> bool {
-        n == 0 || try_add(&self.used_pages, n, self.max_pages.load(Ordering::Acquire))
+        if n == 0 {
+            return true;
+        }
+        let ok = try_add(&self.used_pages, n, self.max_pages.load(Ordering::Acquire));
+        if ok {
+            self.note_reused(n.saturating_mul(PAGE_SIZE));
+        }
+        ok
     }
 
     pub fn uncharge_pages(&self, n: u64) {
         if n > 0 {
             self.used_pages.fetch_sub(n, Ordering::AcqRel);
+            self.note_released(n.saturating_mul(PAGE_SIZE));
         }
     }
 
@@ -222,6 +287,40 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sync::Arc;
+
+    #[test]
+    fn release_hook_fires_once_per_step_of_freed_and_unused_bytes() {
+        let u = Usage::new(0, 0);
+        let calls = Arc::new(AtomicU64::new(0));
+        let seen = calls.clone();
+        u.on_release(ReleaseHook(Box::new(move || {
+            seen.fetch_add(1, Ordering::Relaxed);
+        })));
+        let step_pages = RELEASE_STEP / PAGE_SIZE;
+        assert!(u.charge_pages(4 * step_pages));
+        u.uncharge_pages(step_pages - 1);
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
+        u.account_meta(-(PAGE_SIZE as i64)); // metadata counts too
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        u.uncharge_pages(step_pages); // not taken yet: no second call
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        assert_eq!(u.take_released(), 2 * RELEASE_STEP);
+        u.uncharge_pages(step_pages);
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+        u.account_meta(100); // reuse takes away
+        assert_eq!(u.take_released(), RELEASE_STEP - 100);
+        // Deleting and creating in turn reuses what was freed: no call.
+        for _ in 0..3 * step_pages {
+            u.uncharge_pages(1);
+            assert!(u.charge_pages(1));
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
+        assert_eq!(u.take_released(), 0);
+        assert!(u.charge_pages(step_pages)); // growth never goes below zero
+        u.uncharge_pages(step_pages);
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+    }
 
     #[test]
     fn page_limit_is_exact() {
