@@ -130,9 +130,18 @@ fn defaults() -> MountOptions {
 }
 
 /// Mount a new memfs, or change a live one when `opts` has `remount`.
-fn mount(source: Option<&str>, mountpoint: &std::path::Path, opts: &str, foreground: bool) -> ExitCode {
+/// `scope` says how a remount's flags are meant: the whole set (from
+/// mount(8), directly or through mount.fuse3's `memfs SOURCE DIR`) or
+/// only the changes (typed as `memfs -o remount,... DIR`).
+fn mount(
+    source: Option<&str>,
+    mountpoint: &std::path::Path,
+    opts: &str,
+    foreground: bool,
+    scope: remount::Scope,
+) -> ExitCode {
     let result = if remount::is_remount(opts) {
-        remount::run(mountpoint, opts, defaults())
+        remount::run(mountpoint, opts, scope, defaults())
     } else {
         // The source mount(8) was given names the mount, unless fsname= does.
         let named = match source {
@@ -185,7 +194,7 @@ fn mount_helper(args: Vec<String>) -> ExitCode {
             }
         };
     }
-    mount(Some(source), std::path::Path::new(dir), &opts, false)
+    mount(Some(source), std::path::Path::new(dir), &opts, false, remount::Scope::Complete)
 }
 
 fn main() -> ExitCode {
@@ -204,5 +213,6 @@ fn main() -> ExitCode {
         [mountpoint] => (None, mountpoint),
         _ => unreachable!("clap takes one or two paths"),
     };
-    mount(source, mountpoint, &cli.options.join(","), cli.foreground)
+    let scope = if source.is_some() { remount::Scope::Complete } else { remount::Scope::Changes };
+    mount(source, mountpoint, &cli.options.join(","), cli.foreground, scope)
 }

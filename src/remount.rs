@@ -19,6 +19,12 @@
 //!   alone, as tmpfs leaves `mode=`/`uid=`/`gid=`; anything unknown or
 //!   malformed is refused before anything changes.
 //!
+//! Two kinds of caller, two readings of the VFS flags ([`Scope`]): mount(8)
+//! passes the complete, merged set (after `mount -o remount,suid` the list
+//! has no `nosuid`, and nothing says `suid`), so a flag it does not name is
+//! cleared, as mount(2) itself would; a person typing `memfs -o
+//! remount,nosuid DIR` names only what changes, and the rest stays.
+//!
 //! It knows the control directory only by path, like `memfs stat`.
 
 use std::ffi::CString;
@@ -67,6 +73,15 @@ fn atime_rule(item: &str) -> Option<&'static str> {
         "atime" | "relatime" | "strictatime" => Some("0"),
         _ => None,
     }
+}
+
+/// How to read the VFS flags of a remount request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The options are the mount's whole new set (mount(8) and its helpers).
+    Complete,
+    /// The options name only what changes (`memfs -o remount,... DIR`).
+    Changes,
 }
 
 /// Whether an option string asks for a remount.
@@ -137,7 +152,7 @@ pub fn parse(opts: &str, defaults: MountOptions) -> Result<Request, String> {
 const ATIME_MODES: libc::c_ulong = libc::MS_NOATIME | libc::MS_RELATIME | libc::MS_STRICTATIME;
 
 /// Remount the memfs at `mountpoint` with `opts` (containing `remount`).
-pub fn run(mountpoint: &Path, opts: &str, defaults: MountOptions) -> Result<(), String> {
+pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) -> Result<(), String> {
     let mut req = parse(opts, defaults)?;
     let mnt = memfs_mountpoint(mountpoint)?;
     let ctl = mnt.join(&req.ctldir).join("opts");
@@ -157,7 +172,10 @@ pub fn run(mountpoint: &Path, opts: &str, defaults: MountOptions) -> Result<(), 
     }
     let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
     let before = current_flags(&target)?;
-    let after = new_flags(before, req.set, req.clear);
+    let after = match scope {
+        Scope::Complete => new_flags(0, req.set, req.clear),
+        Scope::Changes => new_flags(before, req.set, req.clear),
+    };
     if req.live.is_empty() {
         return remount_flags(&mnt, &target, after);
     }
@@ -267,12 +285,15 @@ fn current_flags(mnt: &CString) -> Result<libc::c_ulong, String> {
 
 /// The flags for mount(2): the mount's own, changed as asked.
 fn new_flags(current: libc::c_ulong, set: libc::c_ulong, clear: libc::c_ulong) -> libc::c_ulong {
-    let mut flags = current;
-    // Keep the atime mode unless one was given (the kernel does the same).
-    if set & ATIME_MODES == 0 && clear & ATIME_MODES == 0 {
+    let mut flags = (current & !clear) | set;
+    if (set | clear) & ATIME_MODES == 0 {
+        // No atime option: pass no mode, and the kernel keeps the mount's.
         flags &= !ATIME_MODES;
+    } else if flags & ATIME_MODES == 0 {
+        // `atime`, `norelatime`, `nostrictatime` alone: the kernel's default mode.
+        flags |= libc::MS_RELATIME;
     }
-    (flags & !clear) | set | libc::MS_REMOUNT
+    flags | libc::MS_REMOUNT
 }
 
 fn remount_flags(mnt: &Path, target: &CString, flags: libc::c_ulong) -> Result<(), String> {
@@ -339,6 +360,31 @@ mod tests {
         assert!(req("remount,mode=999").is_err());
         assert!(req("remount,ctldir=off").is_err());
         assert_eq!(req("remount,ctldir=.ctl,size=1G").unwrap().ctldir, ".ctl");
+    }
+
+    #[test]
+    fn a_complete_set_clears_what_it_does_not_name() {
+        // mount(8) after `mount -o remount,suid,exec` on a nosuid,noexec,noatime mount.
+        let r = req("rw,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other").unwrap();
+        let now = libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_NOATIME;
+        assert_eq!(new_flags(0, r.set, r.clear), libc::MS_RELATIME | libc::MS_REMOUNT);
+        // The same words typed by a person change only what they name.
+        assert_eq!(
+            new_flags(now, r.set, r.clear),
+            libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_RELATIME | libc::MS_REMOUNT
+        );
+    }
+
+    #[test]
+    fn atime_modes() {
+        let flags = |opts: &str, now| {
+            let r = req(opts).unwrap();
+            new_flags(now, r.set, r.clear) & ATIME_MODES
+        };
+        assert_eq!(flags("remount,size=1G", libc::MS_NOATIME), 0); // kernel keeps noatime
+        assert_eq!(flags("remount,atime", libc::MS_NOATIME), libc::MS_RELATIME);
+        assert_eq!(flags("remount,strictatime", libc::MS_RELATIME), libc::MS_STRICTATIME);
+        assert_eq!(flags("remount,noatime", libc::MS_RELATIME), libc::MS_NOATIME);
     }
 
     #[test]

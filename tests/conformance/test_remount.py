@@ -1,8 +1,9 @@
 """`mount -o remount,...`: changing a live file system, as tmpfs allows.
 
-For tmpfs the test runs mount(8); for memfs it makes the call mount(8)
-makes through /sbin/mount.fuse.memfs (`memfs SOURCE DIR -o remount,...`),
-so no install is needed. Covers: size= and nr_inodes= growing live and
+For tmpfs the test runs mount(8); for memfs, `memfs -o remount,... DIR`,
+which like `mount -o remount,...` changes what it names and keeps the rest
+(the form mount(8) itself uses, with the whole merged set, is in
+tests/daemon), so no install is needed. Covers: size= and nr_inodes= growing live and
 refused below what is in use (nothing changes), ro giving EROFS to every
 change and refused while a file is open for writing, back to rw, VFS flags
 (nosuid, noexec) set and kept across a later remount that does not name
@@ -28,7 +29,7 @@ def remount(kind, path, options):
     if kind == "tmpfs":
         args = ["mount", "-o", f"remount,{options}", path]
     else:
-        args = [MEMFS_BIN, "memfs", path, "-o", f"remount,{options}"]
+        args = [MEMFS_BIN, "-o", f"remount,{options}", path]
     r = subprocess.run(args, capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         assert r.stderr.strip(), "a refused remount must say why"

@@ -303,8 +303,8 @@ def test_the_name_cannot_be_taken_while_enabled():
 
 
 def remount(mnt, options):
-    """What mount(8) runs through /sbin/mount.fuse.memfs for `mount -o remount,...`."""
-    return subprocess.run([MEMFS_BIN, "memfs", mnt, "-o", f"remount,{options}"],
+    """`memfs -o remount,OPTIONS MNT`: changes what it names."""
+    return subprocess.run([MEMFS_BIN, "-o", f"remount,{options}", mnt],
                           capture_output=True, text=True, timeout=30)
 
 

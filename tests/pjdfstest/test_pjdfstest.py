@@ -39,11 +39,12 @@ NO_LINK_MAX = "link::link_count_max"
 
 MOUNT_SHIM = textwrap.dedent("""\
     #!/bin/sh
-    # mount(8) stand-in for pjdfstest's remounts: what /sbin/mount.fuse.memfs
-    # would run for a memfs; anything else goes to the real mount(8).
+    # mount(8) stand-in for pjdfstest's remounts (`mount -o remount,ro DIR`):
+    # the same change through the built binary for a memfs; anything else
+    # goes to the real mount(8).
     if [ "$#" -eq 3 ] && [ "$1" = "-o" ] && \\
        [ "$(findmnt -n -o FSTYPE --mountpoint "$3")" = "fuse.memfs" ]; then
-        exec "{memfs}" memfs "$3" -o "$2"
+        exec "{memfs}" -o "$2" "$3"
     fi
     exec /usr/bin/mount "$@"
     """)

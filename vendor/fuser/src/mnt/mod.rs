@@ -207,7 +207,10 @@ fn is_mounted(fuse_device: &DevFuse) -> bool {
         let res = poll(slice::from_mut(&mut poll_fd), PollTimeout::ZERO);
         break match res {
             Ok(0) => true,
-            Ok(1) => poll_fd
+            // memfs patch: POLLERR means the connection is gone (unmounted);
+            // upstream read it backwards and then unmounted whatever was
+            // mounted at the path after an umount (fixed upstream in PR #703).
+            Ok(1) => !poll_fd
                 .revents()
                 .is_some_and(|r| r.contains(PollFlags::POLLERR)),
             Ok(_) => unreachable!(),

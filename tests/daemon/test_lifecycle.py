@@ -1,0 +1,145 @@
+"""The memfs process: start-up, exit, stacked mounts, the mount(8) helper.
+
+Owns: what a user sees of the daemon as a program (memfs only; tmpfs has no
+process). Covers: `memfs` returns once the mount is live and a bad option
+fails with a message and no mount; `umount` ends the daemon; a memfs
+mounted over another file system, once unmounted, leaves that one mounted
+with its files (a fuser bug unmounted both, vendor/PATCHES.md); `-f` stays
+in the foreground and unmounts on SIGTERM; called as mount.memfs /
+mount.fuse.memfs (what mount(8) runs) it mounts, takes the source as the
+name, and reads a remount's options as the whole merged set, clearing the
+flags the set no longer names.
+"""
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from mounts import MEMFS_BIN, is_mountpoint, mount_tmpfs, umount
+
+
+def daemon_pids(mnt):
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue  # exited, not yet reaped by its parent
+        except OSError:
+            continue
+        if mnt.encode() in args and any(a.endswith(b"memfs") for a in args[:1]):
+            pids.append(int(pid))
+    return pids
+
+
+def wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.fixture
+def mnt():
+    path = tempfile.mkdtemp(prefix="memfs-life-")
+    yield path
+    for _ in range(3):  # stacked mounts: peel every layer
+        umount(path)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+
+
+def source_of(path):
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == os.path.realpath(path):
+                found = line.split(" - ")[1].split()
+    return found[0], found[1]  # fstype, source of the topmost mount
+
+
+def test_returns_live_and_umount_ends_the_daemon(mnt):
+    subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
+    assert is_mountpoint(mnt)
+    with open(os.path.join(mnt, "f"), "w") as f:  # usable on the next line
+        f.write("x")
+    pids = daemon_pids(mnt)
+    assert len(pids) == 1
+    subprocess.run(["umount", mnt], check=True)
+    assert wait_for(lambda: not daemon_pids(mnt)), "daemon still running after umount"
+
+
+def test_bad_option_fails_with_a_message_and_no_mount(mnt):
+    r = subprocess.run([MEMFS_BIN, "-o", "size=lots", mnt], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "size=lots" in r.stderr
+    assert not is_mountpoint(mnt)
+
+
+@pytest.mark.parametrize("lower", ["tmpfs", "memfs"])
+def test_umount_of_a_stacked_memfs_leaves_the_one_below(mnt, lower):
+    if lower == "tmpfs":
+        mount_tmpfs(mnt, "size=16M")
+    else:
+        subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
+    with open(os.path.join(mnt, "below"), "w") as f:
+        f.write("keep me")
+    subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
+    assert not os.path.exists(os.path.join(mnt, "below"))  # covered by the new one
+    upper = [p for p in daemon_pids(mnt)]
+    subprocess.run(["umount", mnt], check=True)
+    assert wait_for(lambda: len(daemon_pids(mnt)) == len(upper) - 1)
+    time.sleep(0.3)  # the bug unmounted the lower one a moment after the upper
+    assert is_mountpoint(mnt)
+    with open(os.path.join(mnt, "below")) as f:
+        assert f.read() == "keep me"
+
+
+def test_foreground_unmounts_on_sigterm(mnt):
+    proc = subprocess.Popen([MEMFS_BIN, "-f", "-o", "size=16M", mnt],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert wait_for(lambda: is_mountpoint(mnt)), "never mounted"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert not is_mountpoint(mnt)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def helper(tmp_path):
+    """Path of a `mount.fuse.memfs` that is the built binary (as `make install` links it)."""
+    link = tmp_path / "mount.fuse.memfs"
+    link.symlink_to(MEMFS_BIN)
+    return str(link)
+
+
+def test_mount_helper_mounts_under_the_source_name(mnt, helper):
+    subprocess.run([helper, "scratch", mnt, "-o", "size=16M,mode=1777"], check=True, timeout=30)
+    assert source_of(mnt) == ("fuse.memfs", "scratch")
+    assert os.stat(mnt).st_mode & 0o7777 == 0o1777
+
+
+def test_remount_through_the_helper_takes_the_whole_set(mnt, helper):
+    subprocess.run([MEMFS_BIN, "-o", "size=16M,nosuid,noexec", mnt], check=True, timeout=30)
+    flags = os.statvfs(mnt).f_flag
+    assert flags & os.ST_NOSUID and flags & os.ST_NOEXEC
+    # What mount(8) passes after `mount -o remount,suid,exec`: no nosuid, no noexec.
+    merged = "rw,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other"
+    subprocess.run([helper, "memfs", mnt, "-o", merged], check=True, timeout=30)
+    assert not os.statvfs(mnt).f_flag & (os.ST_NOSUID | os.ST_NOEXEC)
+    # And after `mount -o remount,size=32M` on a nosuid mount: nosuid is in the set.
+    subprocess.run([MEMFS_BIN, "-o", "remount,nosuid", mnt], check=True, timeout=30)
+    subprocess.run([helper, "memfs", mnt, "-o", "rw,nosuid,relatime,remount,size=32M"], check=True, timeout=30)
+    st = os.statvfs(mnt)
+    assert st.f_flag & os.ST_NOSUID and st.f_blocks == 32 * 256
