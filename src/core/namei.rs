@@ -499,7 +499,13 @@ impl Fs {
         }
         src.meta().ctime = now;
         if flags.whiteout {
-            let w = self.register(Kind::CharDev, whiteout_meta(caller, op.ino, now), Content::Special);
+            // The whiteout is a char device 0:0 of mode 0 made as mknod
+            // would make it (shmem_whiteout): the group of a set-group-id
+            // directory, its default ACL, its inherited flags.
+            let node = NewNode { kind: Kind::CharDev, perm: 0, umask: 0, rdev: 0, symlink: None, unnamed: false };
+            let inherited = inherit(&node, &op.meta(), caller);
+            let (meta, content) = new_inode(&node, inherited, caller, op.ino, 0, now, self.dir_index);
+            let w = self.register(Kind::CharDev, meta, content);
             self.insert_entry(locks.get(op.ino), mv.name, w.ino, Kind::CharDev);
             op.meta().size += DIRENT_SIZE;
         }
@@ -609,26 +615,6 @@ struct Moved<'a> {
     newname: &'a [u8],
     src: &'a Arc<Inode>,
     dst: Option<&'a Arc<Inode>>,
-}
-
-/// Metadata of the whiteout RENAME_WHITEOUT leaves: a char device 0:0, mode 0.
-fn whiteout_meta(caller: &Caller, parent: Ino, now: Timespec) -> Meta {
-    Meta {
-        perm: 0,
-        nlink: 1,
-        uid: caller.uid,
-        gid: caller.gid,
-        rdev: 0,
-        fsflags: 0,
-        size: 0,
-        pages: 0,
-        atime: now,
-        mtime: now,
-        ctime: now,
-        btime: now,
-        parent,
-        extra: None,
-    }
 }
 
 /// One name of a non-directory is gone. As shmem_unlink, a name other than

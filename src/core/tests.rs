@@ -232,12 +232,26 @@ fn rmdir_and_whiteout() {
     fs.rename(d.ino, b"f", ROOT_INO, b"g", whiteout, &ME).unwrap();
     let w = fs.lookup(d.ino, b"f").unwrap();
     assert_eq!((w.kind, w.rdev, w.perm), (Kind::CharDev, 0, 0));
+    assert_eq!((w.uid, w.gid), (ME.uid, ME.gid));
     fs.unlink(d.ino, b"f").unwrap();
     fs.rmdir(ROOT_INO, b"d").unwrap();
     assert_eq!(names(&fs, ROOT_INO), vec![b".".to_vec(), b"..".to_vec(), b"g".to_vec()]);
     assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 2);
     // Creating inside a removed directory fails.
     assert_eq!(fs.mknod(d.ino, b"x", libc::S_IFREG, 0, 0, &ME), Err(FsError::NotFound));
+}
+
+#[test]
+fn whiteout_is_made_as_mknod_would_make_it() {
+    // In a set-group-id directory the whiteout takes the directory's group,
+    // as any new inode (found by the differential test).
+    let fs = fs();
+    let sg = fs.mkdir(ROOT_INO, b"sg", 0o2777, 0, &Caller { uid: 0, gid: 50, pid: 0 }).unwrap();
+    file(&fs, sg.ino, "h");
+    let whiteout = RenameFlags { whiteout: true, ..Default::default() };
+    fs.rename(sg.ino, b"h", ROOT_INO, b"h2", whiteout, &ME).unwrap();
+    let w = fs.lookup(sg.ino, b"h").unwrap();
+    assert_eq!((w.kind, w.perm, w.uid, w.gid), (Kind::CharDev, 0, ME.uid, 50));
 }
 
 #[test]

@@ -5,13 +5,18 @@ per op kind. An outcome is ("ok", value) or ("err", "ENAME"); an op on an
 empty fd slot gives ("noslot",) on both sides. Values never contain fd
 numbers, inode numbers or times, so two sides compare with ==.
 Ops with op.user run in a forked child with those credentials (run_as).
+mmap ops touch the mapping in a forked child too, so that a SIGBUS (a fault
+the file system cannot serve) is an outcome, not the end of the test.
 """
+import ctypes
 import os
+import pickle
+import signal
 import stat
 
 import mounts
 
-from . import libc
+from . import gen, libc
 from .observe import err_name, norm_stat, listing, summarize
 
 NONBLOCK = os.O_NONBLOCK  # every open: a FIFO must never block the test
@@ -69,6 +74,54 @@ def _getxattr(path, name, size, follow):
     return value if isinstance(value, int) else summarize(value)
 
 
+_MKNOD_TYPES = {"chr": stat.S_IFCHR, "blk": stat.S_IFBLK, "sock": stat.S_IFSOCK, "reg": stat.S_IFREG,
+                "none": 0, "dir": stat.S_IFDIR}
+
+
+def _mknod(s, path, type, mode, rdev):
+    os.mknod(s.abs(path), _MKNOD_TYPES[type] | mode, rdev)
+
+
+def _setacl(s, path, name, acl, follow):
+    os.setxattr(s.abs(path), name, gen.ACL_BLOBS[acl], follow_symlinks=follow)
+
+
+def _copy_path(s, src, dst, src_off, dst_off, count):
+    """copy_file_range between two paths (src read-only, dst created if missing)."""
+    def copy(fd_in):
+        return _with_fd(s.abs(dst), os.O_WRONLY | os.O_CREAT,
+                        lambda fd_out: os.copy_file_range(fd_in, fd_out, count, src_off, dst_off))
+    return _with_fd(s.abs(src), os.O_RDONLY, copy)
+
+
+def _dirseek(s, path, after):
+    """Read `after` entries, seek back to the offset getdents64 gave for the
+    last of them (telldir/seekdir), read on from there.
+
+    Entry order and offset cookies are the file system's own, so the outcome
+    is only: how many entries, and whether the read after the seek returned
+    exactly the entries not yet read (none lost, none repeated).
+    """
+    def run(fd):
+        entries = []
+        while True:
+            chunk = libc.getdents64(fd)
+            if not chunk:
+                break
+            entries += chunk
+        k = min(after, len(entries))
+        os.lseek(fd, entries[k - 1][1] if k else 0, os.SEEK_SET)
+        rest = []
+        while True:
+            chunk = libc.getdents64(fd)
+            if not chunk:
+                break
+            rest += [name for name, _ in chunk]
+        names = [name for name, _ in entries]
+        return {"entries": len(names), "read_first": k, "rest_is_the_others": sorted(rest) == sorted(names[k:])}
+    return _with_fd(s.abs(path), os.O_RDONLY | os.O_DIRECTORY, run)
+
+
 def _close(s, fd, slot):
     del s.slots[slot]
     os.close(fd)
@@ -104,10 +157,108 @@ PATH_OPS = {
         s.abs(path), os.O_RDWR, lambda fd: libc.fallocate(fd, mode, offset, length)),
     "seek": lambda s, path, offset, whence: _with_fd(
         s.abs(path), os.O_RDONLY, lambda fd: _lseek(fd, offset, whence)),
+    "mknod": _mknod,
+    "setacl": _setacl,
+    "copy": _copy_path,
+    "dirseek": _dirseek,
 }
 
 
 # ---- fd-slot ops: fn(side, fd, **args) -> value -------------------------------------------
+
+PAGE = 4096
+
+
+def _in_child(fn, *args):
+    """fn(*args) in a forked child: its value, its OSError, or ("signal", name) if it died."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            result = ("ok", fn(*args))
+        except OSError as e:
+            result = ("err", e)
+        except BaseException as e:  # noqa: BLE001 - any other failure is reported, not lost
+            result = ("err", OSError(0, repr(e)))
+        with os.fdopen(w, "wb") as f:
+            f.write(pickle.dumps(result))
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return ("signal", signal.Signals(os.WTERMSIG(status)).name)
+    kind, value = pickle.loads(data)
+    if kind == "err":
+        raise value
+    return value
+
+
+def _mmap_window(fd, offset, size):
+    """[start, end) to touch through the mapping, or None when there is nothing to touch.
+
+    Within EOF (past it a fault is SIGBUS) and within the data extent found
+    from offset by SEEK_DATA/SEEK_HOLE: a fault on a hole makes tmpfs allocate
+    the page (on a read too, and SIGBUS when the mount is full), while a FUSE
+    file system only sees READ/WRITE requests for page cache pages and cannot
+    tell a fault from read(2). The fd's offset is restored afterwards.
+    """
+    fsize = os.fstat(fd).st_size
+    if offset >= fsize:
+        return None
+    saved = os.lseek(fd, 0, os.SEEK_CUR)
+    try:
+        start = os.lseek(fd, offset, os.SEEK_DATA)
+        hole = os.lseek(fd, start, os.SEEK_HOLE)
+    except OSError:  # ENXIO: no data from offset on
+        return None
+    finally:
+        os.lseek(fd, saved, os.SEEK_SET)
+    end = min(start + size, hole, fsize)
+    return (start, end) if start < end else None
+
+
+def _mmap_touch(fd, offset, size, byte, write):
+    """Map a MAP_SHARED window of fd, write a fill (or read) through it, msync, unmap."""
+    prot = libc.PROT_READ | (libc.PROT_WRITE if write else 0)
+    window = _mmap_window(fd, offset, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    if window is None:  # map (the kernel checks fd, prot, type) but touch nothing
+        libc.munmap(libc.mmap(fd, offset - offset % PAGE, PAGE, prot), PAGE)
+        return "mapped, nothing touched"
+    start, end = window
+    base = start - start % PAGE
+    length = end - base
+    addr = libc.mmap(fd, base, length, prot)
+    try:
+        if write:
+            ctypes.memmove(addr + start - base, bytes([byte]) * (end - start), end - start)
+            libc.msync(addr, length)
+            return {"wrote": (start, end)}
+        return {"read": (start, end), "data": summarize(ctypes.string_at(addr + start - base, end - start))}
+    finally:
+        libc.munmap(addr, length)
+
+
+def _mmap(s, fd, slot, offset, size, byte, write):
+    return _in_child(_mmap_touch, fd, offset, size, byte, write)
+
+
+def _fcopy(s, fd, slot, src_slot, src_off, dst_off, count):
+    """copy_file_range from src_slot's file into slot's (None offsets: the fds' own)."""
+    src = s.slots.get(src_slot)
+    if src is None:
+        return "no source slot"
+    return os.copy_file_range(src, fd, count, src_off, dst_off)
+
+
+def _fstatfs(fd):
+    """fstatfs fields that do not depend on asynchronous FORGET/RELEASE (the
+    free counts are compared after every op, with settling, by the harness)."""
+    v = os.fstatvfs(fd)
+    return {k: getattr(v, "f_" + k) for k in ("bsize", "frsize", "blocks", "files", "namemax")}
+
 
 FD_OPS = {
     "close": _close,
@@ -118,6 +269,13 @@ FD_OPS = {
     "lseek": lambda s, fd, slot, offset, whence: _lseek(fd, offset, whence),
     "fstat": lambda s, fd, slot: norm_stat(os.fstat(fd)),
     "flink": lambda s, fd, slot, path: libc.link_fd(fd, s.abs(path)),
+    "fchmod": lambda s, fd, slot, mode: os.fchmod(fd, mode),
+    "fchown": lambda s, fd, slot, uid, gid: os.fchown(fd, uid, gid),
+    "futimens": lambda s, fd, slot, atime, mtime: libc.futimens(fd, _time_spec(atime), _time_spec(mtime)),
+    "fsync": lambda s, fd, slot, data_only: (os.fdatasync if data_only else os.fsync)(fd),
+    "fstatfs": lambda s, fd, slot: _fstatfs(fd),
+    "mmap": _mmap,
+    "fcopy": _fcopy,
 }
 
 

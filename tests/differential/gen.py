@@ -22,8 +22,9 @@ from . import libc
 DIR_NAMES = ["a", "b", "c"]
 FILE_NAMES = ["c", "d", "e"]
 NAMES = ["a", "b", "c", "d", "e"]
-DIR_KINDS = {"mkdir", "rmdir", "readdir", "tmpfile"}
-FILE_KINDS = {"create", "write", "read", "truncate", "mkfifo", "fallocate", "seek", "open", "flink"}
+DIR_KINDS = {"mkdir", "rmdir", "readdir", "tmpfile", "dirseek"}
+FILE_KINDS = {"create", "write", "read", "truncate", "mkfifo", "fallocate", "seek", "open", "flink",
+              "mknod", "copy"}
 NAME_MAX_OK = "n" * 255
 NAME_TOO_LONG = "n" * 256
 
@@ -55,12 +56,20 @@ SEEK_OFFSETS = [0, 1, 4096, 5000, 1 << 20, -1]
 WHENCES = ["SEEK_SET", "SEEK_CUR", "SEEK_END", "SEEK_DATA", "SEEK_HOLE"]
 CHOWN_IDS = [0, 1000, 2000, 65534, -1]
 ACCESS_MODES = [os.F_OK, os.R_OK, os.W_OK, os.X_OK, os.R_OK | os.W_OK]
-RENAME_FLAGS = [0, 0, 0, libc.RENAME_NOREPLACE, libc.RENAME_EXCHANGE, libc.RENAME_NOREPLACE | libc.RENAME_EXCHANGE]
+# RENAME_WHITEOUT leaves a 0:0 character device (mode 0) at src; it needs
+# CAP_MKNOD (EPERM as another user) and is EINVAL with RENAME_EXCHANGE.
+RENAME_FLAGS = [0, 0, 0, libc.RENAME_NOREPLACE, libc.RENAME_EXCHANGE, libc.RENAME_NOREPLACE | libc.RENAME_EXCHANGE,
+                libc.RENAME_WHITEOUT, libc.RENAME_WHITEOUT | libc.RENAME_NOREPLACE,
+                libc.RENAME_WHITEOUT | libc.RENAME_EXCHANGE]
 
 XATTR_NAMES = ["user.a", "user.a", "user.b", "trusted.t", "security.s",
                "user." + "x" * 250, "user." + "x" * 251, "bogus.n", "user."]
 XATTR_LENS = [0, 3, 100, 3000, 65536, 65537]
 XATTR_SETFLAGS = ["0", "0", "XATTR_CREATE", "XATTR_REPLACE"]
+ACL_XATTRS = ["system.posix_acl_access", "system.posix_acl_default"]
+# getxattr/removexattr also see the ACL names (setacl writes them); setxattr
+# does not: its fill values are never valid ACLs, setacl covers malformed ones.
+XATTR_READ_NAMES = XATTR_NAMES + ACL_XATTRS
 XATTR_GETSIZES = [0, 1, 65536]
 
 # Explicit timestamps utimens may set. observe.py reports a time equal to one
@@ -73,6 +82,55 @@ SYMLINK_TARGETS = ["a", "b", "a/b", "c/d", "zz", ".", "a/./b",
                    # dangling on purpose: resolving 2047 components is slow, in a loop very slow
                    "./" * 2047 + "z",        # 4095 bytes: the longest allowed
                    "./" * 2047 + "zz"]       # 4096 bytes: ENAMETOOLONG
+
+# mknod: file types and device numbers. Every device number here is safe to
+# open on this host and on CI: 1:3 and 1:5 are /dev/null and /dev/zero; the
+# others name no driver (ENXIO). Real disks such as 8:1 are left out on
+# purpose: write/truncate/open ops reach any generated path and would write
+# to the host's disk through a node on a mount without nodev. 4096:0 does not
+# fit the kernel's 12-bit major: EINVAL.
+MKNOD_TYPES = ["chr", "chr", "blk", "sock", "sock", "reg", "none", "dir"]
+CHR_RDEVS = [os.makedev(1, 3), os.makedev(1, 5), 0, os.makedev(60, 1), os.makedev(4095, 1048575),
+             os.makedev(4096, 0)]
+BLK_RDEVS = [0, os.makedev(60, 1), os.makedev(4095, 1048575), os.makedev(4096, 0)]
+
+MMAP_SIZES = [1, 100, 4096, 5000, 65536, 1 << 20]
+COPY_COUNTS = [0, 1, 100, 4096, 5000, 65536, 1_000_000]
+COPY_OFFSETS = OFFSETS + [5 << 20, None, None]  # None: use (and advance) the fd's offset
+DIRSEEK_AFTER = [0, 1, 2, 3, 5]
+
+
+def _acl(*entries, version=2):
+    """A POSIX ACL xattr value: u32 version, then (u16 tag, u16 perm, u32 id) entries."""
+    head = version.to_bytes(4, "little")
+    return head + b"".join(t.to_bytes(2, "little") + p.to_bytes(2, "little") + i.to_bytes(4, "little")
+                           for t, p, i in entries)
+
+
+# ACL tags (linux/posix_acl_xattr.h); UNDEF is the id of the entries without one.
+U_OBJ, USER, G_OBJ, GROUP, MASK, OTHER, UNDEF = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0xFFFFFFFF
+ACL_BLOBS = {
+    # valid: mode-equivalent ones are not stored as xattrs (the mode says it all)
+    "min644": _acl((U_OBJ, 6, UNDEF), (G_OBJ, 4, UNDEF), (OTHER, 4, UNDEF)),
+    "min777": _acl((U_OBJ, 7, UNDEF), (G_OBJ, 7, UNDEF), (OTHER, 7, UNDEF)),
+    "user": _acl((U_OBJ, 7, UNDEF), (USER, 6, 1000), (G_OBJ, 5, UNDEF), (MASK, 7, UNDEF), (OTHER, 0, UNDEF)),
+    "group": _acl((U_OBJ, 6, UNDEF), (G_OBJ, 4, UNDEF), (GROUP, 7, 65534), (MASK, 5, UNDEF), (OTHER, 4, UNDEF)),
+    "both": _acl((U_OBJ, 7, UNDEF), (USER, 7, 1000), (USER, 4, 65534), (G_OBJ, 7, UNDEF), (GROUP, 2, 1000),
+                 (MASK, 4, UNDEF), (OTHER, 1, UNDEF)),
+    "mask": _acl((U_OBJ, 5, UNDEF), (G_OBJ, 7, UNDEF), (MASK, 1, UNDEF), (OTHER, 0, UNDEF)),
+    "header": _acl(),  # no entries: removes the ACL
+    "empty": b"",      # no value at all: removes the ACL too
+    # malformed
+    "no_mask": _acl((U_OBJ, 7, UNDEF), (USER, 6, 1000), (G_OBJ, 5, UNDEF), (OTHER, 0, UNDEF)),  # EINVAL
+    "unsorted": _acl((G_OBJ, 4, UNDEF), (U_OBJ, 6, UNDEF), (OTHER, 4, UNDEF)),  # EINVAL
+    "dup_user": _acl((U_OBJ, 7, UNDEF), (USER, 6, 1000), (USER, 4, 1000), (G_OBJ, 5, UNDEF), (MASK, 7, UNDEF),
+                     (OTHER, 0, UNDEF)),  # EINVAL
+    "bad_perm": _acl((U_OBJ, 0xF, UNDEF), (G_OBJ, 4, UNDEF), (OTHER, 4, UNDEF)),  # EINVAL
+    "bad_id": _acl((U_OBJ, 7, UNDEF), (USER, 6, UNDEF), (G_OBJ, 5, UNDEF), (MASK, 7, UNDEF), (OTHER, 0, UNDEF)),
+    "truncated": _acl((U_OBJ, 6, UNDEF), (G_OBJ, 4, UNDEF), (OTHER, 4, UNDEF))[:-3],  # EINVAL
+    "version1": _acl((U_OBJ, 6, UNDEF), (G_OBJ, 4, UNDEF), (OTHER, 4, UNDEF), version=1),  # EOPNOTSUPP
+}
+ACL_CHOICES = list(ACL_BLOBS) + ["user", "both", "group", "min644"]  # valid extended ACLs more often
 
 ACCESS = ["O_RDONLY", "O_WRONLY", "O_RDWR"]
 OPEN_EXTRAS = [("O_CREAT", 0.7), ("O_EXCL", 0.15), ("O_TRUNC", 0.15), ("O_APPEND", 0.2),
@@ -87,10 +145,18 @@ WEIGHTS = {
     "access": 1, "fallocate": 4, "seek": 2,
     "open": 7, "close": 1, "fwrite": 5, "fread": 2, "ftruncate": 2,
     "ffallocate": 2, "lseek": 2, "fstat": 1, "tmpfile": 2, "flink": 2,
+    "mknod": 5, "setacl": 5, "copy": 2, "dirseek": 1,
+    "fchmod": 2, "fchown": 2, "futimens": 2, "fsync": 1, "fstatfs": 1, "mmap": 5, "fcopy": 4,
 }
-SLOT_KINDS = {"open", "close", "fwrite", "fread", "ftruncate", "ffallocate", "lseek", "fstat", "tmpfile", "flink"}
-# Ops that may run as another user (the rest need the parent's fds or are global).
-AS_OTHER_OK = set(WEIGHTS) - SLOT_KINDS - {"statfs"}
+# Ops on the open-fd slots ("slot"; fcopy also "src_slot").
+SLOT_KINDS = {"open", "close", "fwrite", "fread", "ftruncate", "ffallocate", "lseek", "fstat", "tmpfile", "flink",
+              "fchmod", "fchown", "futimens", "fsync", "fstatfs", "mmap", "fcopy"}
+# Ops that change which fd a slot holds: they must run in the test process
+# itself. Every other slot op may run as another user: run_as forks, and the
+# child inherits the fds (the open file descriptions, offsets included).
+SLOT_CHANGING = {"open", "close", "tmpfile"}
+# Ops that may run as another user (the rest change the slots or are global).
+AS_OTHER_OK = set(WEIGHTS) - SLOT_CHANGING - {"statfs", "fstatfs"}
 
 
 class Op:
@@ -112,7 +178,8 @@ class Op:
 
 
 _FLAG_NAMES = {
-    "rename": {libc.RENAME_NOREPLACE: "RENAME_NOREPLACE", libc.RENAME_EXCHANGE: "RENAME_EXCHANGE"},
+    "rename": {libc.RENAME_NOREPLACE: "RENAME_NOREPLACE", libc.RENAME_EXCHANGE: "RENAME_EXCHANGE",
+               libc.RENAME_WHITEOUT: "RENAME_WHITEOUT"},
     "fallocate": {libc.FALLOC_FL_KEEP_SIZE: "KEEP_SIZE", libc.FALLOC_FL_PUNCH_HOLE: "PUNCH_HOLE",
                   libc.FALLOC_FL_COLLAPSE_RANGE: "COLLAPSE_RANGE", libc.FALLOC_FL_ZERO_RANGE: "ZERO_RANGE",
                   libc.FALLOC_FL_INSERT_RANGE: "INSERT_RANGE"},
@@ -128,6 +195,8 @@ def _fmt(kind, key, value):
         return "|".join(n for bit, n in names.items() if value & bit) or "0"
     if key == "mode" and isinstance(value, int):
         return oct(value)
+    if key == "rdev":
+        return f"makedev({os.major(value)},{os.minor(value)})"
     return repr(value)
 
 
@@ -175,6 +244,33 @@ def _args(kind, rng):
         return dict(path=P(), mode=rng.choice(MODES))
     if kind in ("rmdir", "unlink", "readlink", "readdir"):
         return dict(path=P())
+    if kind == "mknod":
+        kind_ = rng.choice(MKNOD_TYPES)
+        rdev = rng.choice(CHR_RDEVS if kind_ == "chr" else BLK_RDEVS if kind_ == "blk" else [0, 0, 0, 5])
+        return dict(path=P(), type=kind_, mode=rng.choice(MODES), rdev=rdev)
+    if kind == "setacl":
+        return dict(path=P(), name=rng.choice(ACL_XATTRS), acl=rng.choice(ACL_CHOICES), follow=rng.random() < 0.8)
+    if kind == "copy":
+        return dict(src=P(), dst=P(), src_off=rng.choice(COPY_OFFSETS[:-2]), dst_off=rng.choice(COPY_OFFSETS[:-2]),
+                    count=rng.choice(COPY_COUNTS))
+    if kind == "dirseek":
+        return dict(path=rng.choice(["", ""] + [P()]), after=rng.choice(DIRSEEK_AFTER))
+    if kind == "fcopy":
+        return dict(slot=slot(), src_slot=slot(), src_off=rng.choice(COPY_OFFSETS),
+                    dst_off=rng.choice(COPY_OFFSETS), count=rng.choice(COPY_COUNTS))
+    if kind == "mmap":
+        return dict(slot=slot(), offset=rng.choice(OFFSETS), size=rng.choice(MMAP_SIZES), byte=byte(),
+                    write=rng.random() < 0.7)
+    if kind == "fchmod":
+        return dict(slot=slot(), mode=rng.choice(MODES))
+    if kind == "fchown":
+        return dict(slot=slot(), uid=rng.choice(CHOWN_IDS), gid=rng.choice(CHOWN_IDS))
+    if kind == "futimens":
+        return dict(slot=slot(), atime=rng.choice(TIME_SPECS), mtime=rng.choice(TIME_SPECS))
+    if kind == "fsync":
+        return dict(slot=slot(), data_only=rng.random() < 0.5)
+    if kind == "fstatfs":
+        return dict(slot=slot())
     if kind == "rename":
         return dict(src=P(), dst=P(), flags=rng.choice(RENAME_FLAGS))
     if kind == "link":
@@ -193,12 +289,12 @@ def _args(kind, rng):
         return dict(path=P(), name=rng.choice(XATTR_NAMES), size=rng.choice(XATTR_LENS),
                     byte=byte(), flags=rng.choice(XATTR_SETFLAGS), follow=rng.random() < 0.8)
     if kind == "getxattr":
-        return dict(path=P(), name=rng.choice(XATTR_NAMES), size=rng.choice(XATTR_GETSIZES),
+        return dict(path=P(), name=rng.choice(XATTR_READ_NAMES), size=rng.choice(XATTR_GETSIZES),
                     follow=rng.random() < 0.8)
     if kind == "listxattr":
         return dict(path=P(), size=rng.choice([0, 1, 65536]), follow=rng.random() < 0.8)
     if kind == "removexattr":
-        return dict(path=P(), name=rng.choice(XATTR_NAMES), follow=rng.random() < 0.8)
+        return dict(path=P(), name=rng.choice(XATTR_READ_NAMES), follow=rng.random() < 0.8)
     if kind == "stat":
         return dict(path=P(), follow=rng.random() < 0.5)
     if kind == "statfs":
