@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing memfs needs, if missing: Debian's fuse3
 # (fusermount3, /dev/fuse tools), attr/acl (tests), postmark/fio (benchmarks),
-# the Python test packages, the Rust fmt/clippy components, and pjdfstest
-# (an independent POSIX conformance suite from crates.io, built into
-# target/pjdfstest; tests/pjdfstest runs it on memfs and tmpfs).
+# the Python test packages and the Rust fmt/clippy components. With --tests
+# (scripts/test.sh) also pjdfstest, an independent POSIX conformance suite
+# from crates.io built into target/pjdfstest (tests/pjdfstest runs it on
+# memfs and tmpfs); installing memfs does not need it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -24,6 +25,7 @@ if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
 python3 -m pip install -q -r requirements-dev.txt 2>&1 | grep -v "Running pip as the 'root' user" || true
+[ "${1:-}" = "--tests" ] || exit 0
 PJDFSTEST_VERSION=0.2.2
 if ! target/pjdfstest/bin/pjdfstest --version 2>/dev/null | grep -qx "pjdfstest $PJDFSTEST_VERSION"; then
   echo "building pjdfstest $PJDFSTEST_VERSION into target/pjdfstest"

@@ -10,16 +10,23 @@ mnt="${MOUNTPOINT:-/mnt/memfs}"
 opts="${OPTIONS:-size=1G}"
 mkdir -p "$mnt"
 if grep -q " $mnt fuse.memfs " /proc/mounts; then
-  echo "a memfs is already mounted at $mnt"
+  echo "a memfs was already mounted at $mnt: left as it is"
 else
   /usr/local/bin/memfs -o "$opts" "$mnt"
 fi
+size=$(df -h --output=size "$mnt" | tail -1 | tr -d ' ')
 cat <<MSG
 
-memfs is mounted at $mnt ($opts):
-  df -h $mnt                       size and use
-  cp -r ~/src $mnt/ ; ls $mnt       use it like any directory
-  umount $mnt                      unmount and free all its memory
-  mount -t memfs -o size=2G memfs /mnt/other      another one, via mount(8)
-  fstab:  memfs /mnt/scratch memfs size=4G,mode=1777 0 0
+memfs is mounted at $mnt (size $size):
+  df -h $mnt
+      size and use
+  cp -r /etc $mnt/ && ls $mnt
+      use it like any directory
+  mount -o remount,size=2G $mnt
+      resize it live
+  umount $mnt
+      unmount and free all its memory
+  mkdir -p /mnt/other && mount -t memfs -o size=2G memfs /mnt/other
+      another one, through mount(8)
+  in /etc/fstab:  memfs /mnt/scratch memfs size=4G,mode=1777 0 0
 MSG

@@ -5,5 +5,5 @@
 # and act as other users.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/deps.sh
+./scripts/deps.sh --tests
 make test

@@ -288,11 +288,16 @@ pub const OPTIONS: &[OptionSpec] = &[
             Ok(())
         },
     },
-    OptionSpec { name: "rw", takes_value: false, help: "read-write (the only mode)", apply: |_, _| Ok(()) },
+    OptionSpec {
+        name: "rw",
+        takes_value: false,
+        help: "read-write (every new mount is; `mount -o remount,ro` makes it read-only)",
+        apply: |_, _| Ok(()),
+    },
     OptionSpec {
         name: "ro",
         takes_value: false,
-        help: "refused: a new memory file system is empty, so read-only is useless",
+        help: "refused for a new mount (it is empty, so read-only is useless); fine with remount",
         apply: |_, _| {
             Err("memfs cannot be mounted read-only: it starts empty, so a read-only mount could never hold anything"
                 .into())

@@ -176,6 +176,14 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
         Scope::Complete => new_flags(0, req.set, req.clear),
         Scope::Changes => new_flags(before, req.set, req.clear),
     };
+    if before & after & libc::MS_RDONLY != 0 && !req.live.is_empty() {
+        return Err("a read-only memfs cannot change its limits: remount it rw (with the new limits) first".into());
+    }
+    if same_flags(before, after) {
+        // Nothing for the kernel: no mount(2), which only root may call, so
+        // the mount's owner can change its limits this way too.
+        return set_live(&ctl, &req.live).map(|_| ());
+    }
     if req.live.is_empty() {
         return remount_flags(&mnt, &target, after);
     }
@@ -183,9 +191,6 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
     // must become writable first, and a mount becoming read-only takes its
     // new limits before. Either way a failed remount changes nothing.
     if after & libc::MS_RDONLY != 0 {
-        if before & libc::MS_RDONLY != 0 {
-            return Err("a read-only memfs cannot change its limits: remount it rw (with the new limits) first".into());
-        }
         let old = set_live(&ctl, &req.live)?;
         remount_flags(&mnt, &target, after).inspect_err(|_| restore(&ctl, &old))
     } else {
@@ -296,6 +301,13 @@ fn new_flags(current: libc::c_ulong, set: libc::c_ulong, clear: libc::c_ulong) -
     flags | libc::MS_REMOUNT
 }
 
+/// Whether mount(2) with `after` would leave the flags `before` as they are
+/// (no atime mode in `after` keeps the current one).
+fn same_flags(before: libc::c_ulong, after: libc::c_ulong) -> bool {
+    let after = if after & ATIME_MODES == 0 { after | (before & ATIME_MODES) } else { after };
+    after & !libc::MS_REMOUNT == before
+}
+
 fn remount_flags(mnt: &Path, target: &CString, flags: libc::c_ulong) -> Result<(), String> {
     // SAFETY: target is a valid C string; source, type and data may be NULL
     // for MS_REMOUNT (FUSE ignores remount data from the old mount API).
@@ -304,7 +316,7 @@ fn remount_flags(mnt: &Path, target: &CString, flags: libc::c_ulong) -> Result<(
         let e = std::io::Error::last_os_error();
         let hint = match e.raw_os_error() {
             Some(libc::EBUSY) if flags & libc::MS_RDONLY != 0 => ": a file is open for writing",
-            Some(libc::EPERM) => ": only root can remount",
+            Some(libc::EPERM) => ": only root can change mount flags (the owner can change size= and nr_inodes= alone)",
             _ => "",
         };
         return Err(format!("remount of {} failed: {e}{hint}", mnt.display()));
@@ -373,6 +385,16 @@ mod tests {
             new_flags(now, r.set, r.clear),
             libc::MS_NOSUID | libc::MS_NOEXEC | libc::MS_RELATIME | libc::MS_REMOUNT
         );
+    }
+
+    #[test]
+    fn unchanged_flags_need_no_mount_call() {
+        let now = libc::MS_NOSUID | libc::MS_RELATIME;
+        assert!(same_flags(now, new_flags(now, 0, 0)));
+        let r = req("rw,nosuid,relatime,remount,size=2G").unwrap();
+        assert!(same_flags(now, new_flags(0, r.set, r.clear)));
+        let r = req("remount,suid").unwrap();
+        assert!(!same_flags(now, new_flags(now, r.set, r.clear)));
     }
 
     #[test]

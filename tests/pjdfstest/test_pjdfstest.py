@@ -85,7 +85,7 @@ def check_outcome(fs_kind, results, reasons, out, expected_skips):
 @pytest.fixture
 def pjd_mounts(fs_kind, make_mount):
     if not os.access(PJDFSTEST, os.X_OK):
-        pytest.fail(f"{PJDFSTEST} is missing: scripts/deps.sh builds it "
+        pytest.fail(f"{PJDFSTEST} is missing: scripts/deps.sh --tests builds it "
                     f"(or set PJDFSTEST_BIN)", pytrace=False)
     if shutil.which("findmnt") is None:
         pytest.fail("findmnt (util-linux) is missing", pytrace=False)
