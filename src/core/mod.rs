@@ -214,7 +214,12 @@ impl Fs {
         self.usage.on_release(hook);
     }
 
-    /// Bytes freed since the last call.
+    /// Bytes freed and not reused since the last `take_released`.
+    pub fn released(&self) -> u64 {
+        self.usage.released()
+    }
+
+    /// Bytes freed and not reused since the last call; starts the count again.
     pub fn take_released(&self) -> u64 {
         self.usage.take_released()
     }

@@ -182,6 +182,11 @@ impl Usage {
         let _ = self.on_release.set(hook);
     }
 
+    /// Bytes freed and not reused since the last `take_released`.
+    pub fn released(&self) -> u64 {
+        self.released.load(Ordering::Acquire)
+    }
+
     /// Bytes freed and not reused since the last call; starts the count again.
     pub fn take_released(&self) -> u64 {
         self.released.swap(0, Ordering::AcqRel)
