@@ -4,7 +4,8 @@
 # the Python test packages and the Rust fmt/clippy components. With --tests
 # (scripts/test.sh) also pjdfstest, an independent POSIX conformance suite
 # from crates.io built into target/pjdfstest (tests/pjdfstest runs it on
-# memfs and tmpfs); installing memfs does not need it.
+# memfs and tmpfs); installing memfs does not need it. tests/gofuse needs Go
+# 1.21 or newer (not Debian 12's golang-go); it fetches its module itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
