@@ -133,7 +133,8 @@ pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 7] = ["B", "K", "M", "G", "T", "P", "E"];
     let mut v = n as f64;
     let mut unit = 0;
-    while v >= 1024.0 && unit < UNITS.len() - 1 {
+    // 1023.9M shows as 1.0G, not 1024M (as df -h does).
+    while v.round() >= 1024.0 && unit < UNITS.len() - 1 {
         v /= 1024.0;
         unit += 1;
     }
@@ -394,6 +395,8 @@ mod tests {
         assert_eq!(human_bytes(0), "0B");
         assert_eq!(human_bytes(1536), "1.5K");
         assert_eq!(human_bytes(100 << 20), "100M");
+        assert_eq!(human_bytes((1 << 30) - 4096), "1.0G"); // not "1024M"
+        assert_eq!(human_bytes(1023), "1023B");
         assert_eq!(human_bytes(u64::MAX), "16E");
         assert_eq!(human_ns(Some(850)), "850ns");
         assert_eq!(human_ns(Some(8_200)), "8.2us");
