@@ -13,6 +13,9 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEMFS_BIN = os.environ.get("MEMFS_BIN", os.path.join(REPO, "target", "release", "memfs"))
+# Extra memfs options for every memfs a test mounts, e.g. "threads=4,dirindex=btree",
+# to run the same tables on non-default settings.
+MEMFS_EXTRA_OPTIONS = os.environ.get("MEMFS_EXTRA_OPTIONS", "")
 
 # An unprivileged identity for permission tests (exists on Debian as nobody:nogroup).
 NOBODY_UID = 65534
@@ -49,6 +52,7 @@ def mount_memfs(path, options="size=4G"):
     """Start memfs on path; memfs returns only once the mount is live."""
     os.makedirs(path, exist_ok=True)
     args = [MEMFS_BIN]
+    options = ",".join(o for o in (options, MEMFS_EXTRA_OPTIONS) if o)
     if options:
         args += ["-o", options]
     args.append(path)
