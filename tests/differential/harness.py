@@ -177,6 +177,31 @@ def _failed_fallocate_kept_setid(op, outs, sides):
     return True
 
 
+# docs/SEMANTICS.md: chown(f, -1, -1) by someone who does not own a set-id
+# file is EPERM on tmpfs (clearing the bits is a mode change) but succeeds on
+# memfs and clears them: the kernel's FUSE sends the very same request before
+# a write or fallocate by any writer, which must succeed. When exactly that
+# happened, the outcome counts as tmpfs's, side B gets side A's mode back,
+# and the op's time relations are not compared.
+def _nonowner_chown_noop(op, outs, sides):
+    if op.kind not in ("chown", "fchown") or not op.user:
+        return False
+    if op.args.get("uid") != -1 or op.args.get("gid") != -1:
+        return False
+    if outs[0] != ("err", "EPERM") or outs[1][0] != "ok":
+        return False
+    a, b = (_target(s, op) for s in sides)
+    try:
+        mode_a = os.stat(a).st_mode
+        if not mode_a & (stat.S_ISUID | stat.S_ISGID):
+            return False
+        os.chmod(b, stat.S_IMODE(mode_a))
+    except (OSError, TypeError):
+        return False
+    outs[1] = outs[0]
+    return True
+
+
 def _target(side, op):
     """What the op reads/writes/truncates on side: its slot's fd, else its path."""
     return side.slots.get(op.args["slot"]) if "slot" in op.args else side.abs(op.args["path"])
@@ -271,7 +296,8 @@ class _Run:
                 out = self.perturb(pos, op, i, side, out)
             outs.append(out)
             post.append(self.identities(side, touched, op))
-        setid_resynced = _failed_fallocate_kept_setid(op, outs, self.sides)
+        setid_resynced = (_nonowner_chown_noop(op, outs, self.sides)
+                          or _failed_fallocate_kept_setid(op, outs, self.sides))
         if op.kind in ("open", "tmpfile", "flink") and outs[0][0] == "ok":
             # The slot's file is now found there (for an O_TMPFILE: its
             # directory, until flink names it; any name of it shows its state).
