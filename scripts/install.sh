@@ -9,7 +9,7 @@ make install
 mnt="${MOUNTPOINT:-/mnt/memfs}"
 opts="${OPTIONS:-size=1G}"
 mkdir -p "$mnt"
-if grep -q " $mnt fuse.memfs " /proc/mounts; then
+if findmnt -rn -M "$mnt" -t fuse.memfs >/dev/null; then
   echo "a memfs was already mounted at $mnt: left as it is"
 else
   /usr/local/bin/memfs -o "$opts" "$mnt"

@@ -149,8 +149,10 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         dir_index: opts.dir_index,
         reserved_name: opts.ctldir.as_ref().map(|n| n.as_bytes().to_vec()),
     }));
-    crate::trim::start(&fs).map_err(|e| format!("cannot start the memory trimming thread: {e}"))?;
     let stats = Arc::new(Stats::default());
+    let activity = stats.clone();
+    crate::trim::start(&fs, move || activity.requests())
+        .map_err(|e| format!("cannot start the memory trimming thread: {e}"))?;
     let knobs = Arc::new(Knobs::new(opts.poll_us));
     let ctl = opts.ctldir.as_ref().map(|name| {
         // SAFETY: geteuid/getegid have no preconditions.

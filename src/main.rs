@@ -204,7 +204,9 @@ fn main() -> ExitCode {
         return mount_helper(args);
     }
     // `memfs stat ...`; a mount point named "stat" can be given as ./stat.
-    if args.get(1).map(String::as_str) == Some("stat") {
+    // (mount.fuse3 runs `memfs SOURCE DIR -o OPTS`: a source named "stat"
+    // comes with -o, which `memfs stat` never takes.)
+    if args.get(1).map(String::as_str) == Some("stat") && !args.iter().any(|a| a == "-o") {
         return stat_command(&args[1..]);
     }
     let cli = Cli::parse();

@@ -5,8 +5,8 @@
 //! OPTIONS`) with the options it merged from /proc/mounts and fstab. This
 //! module owns what such a call does, without a new daemon:
 //!
-//! - `size=`, `nr_inodes=`, `poll_us=` and the atime rule (`noatime` or
-//!   not) change live, through the mount's control
+//! - `size=`, `nr_inodes=`, `poll_us=` and memfs's own atime rule (off on a
+//!   noatime or read-only mount) change live, through the mount's control
 //!   directory (the same checks as writing its `opts/` files: shrinking below
 //!   what is in use fails with EINVAL and changes nothing, as tmpfs's "Too
 //!   small a size for current use");
@@ -31,9 +31,16 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::core::types::PAGE_SIZE;
 use crate::options::{self, MountOptions, DEFAULT_CTLDIR};
 
+/// MS_NOSYMFOLLOW and ST_NOSYMFOLLOW (Linux 5.10; not in the libc crate).
+const MS_NOSYMFOLLOW: libc::c_ulong = 256;
+const ST_NOSYMFOLLOW: libc::c_ulong = 0x2000;
+
 /// Options of mount(2) itself: name, MS_ flag, whether the name sets it.
+/// statvfs shows all of them but `dirsync` and `lazytime`, which a
+/// remount that names only its changes therefore does not keep.
 const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
     ("ro", libc::MS_RDONLY, true),
     ("rw", libc::MS_RDONLY, false),
@@ -54,6 +61,8 @@ const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
     ("norelatime", libc::MS_RELATIME, false),
     ("strictatime", libc::MS_STRICTATIME, true),
     ("nostrictatime", libc::MS_STRICTATIME, false),
+    ("nosymfollow", MS_NOSYMFOLLOW, true),
+    ("symfollow", MS_NOSYMFOLLOW, false),
     ("lazytime", libc::MS_LAZYTIME, true),
     ("nolazytime", libc::MS_LAZYTIME, false),
 ];
@@ -65,13 +74,15 @@ const FUSE_SHOWN: &[&str] = &["user_id", "group_id", "default_permissions", "all
 /// Limits and tunables a remount changes live: option name = control file name.
 const LIVE: &[&str] = &["size", "nr_inodes", "poll_us"];
 
-/// The daemon's own atime rule (control file `noatime`) follows the atime
-/// flags: memfs, not the kernel, updates atime on the reads it serves.
-fn atime_rule(item: &str) -> Option<&'static str> {
-    match item {
-        "noatime" => Some("1"),
-        "atime" | "relatime" | "strictatime" => Some("0"),
-        _ => None,
+/// The daemon's own atime rule (control file `noatime`) after a remount to
+/// `flags`: memfs, not the kernel, updates atime on the reads it serves, so
+/// it must stop on a noatime mount and on a read-only one (where the kernel
+/// would update none).
+fn atime_rule(flags: libc::c_ulong) -> &'static str {
+    if flags & (libc::MS_NOATIME | libc::MS_RDONLY) != 0 {
+        "1"
+    } else {
+        "0"
     }
 }
 
@@ -107,10 +118,6 @@ pub fn parse(opts: &str, defaults: MountOptions) -> Result<Request, String> {
     let mut rest = vec![];
     for item in opts.split(',').filter(|s| !s.is_empty() && *s != "remount") {
         let (name, value) = item.split_once('=').map_or((item, None), |(n, v)| (n, Some(v)));
-        if let Some(v) = atime_rule(item) {
-            req.live.retain(|(n, _)| *n != "noatime");
-            req.live.push(("noatime", v.to_string()));
-        }
         if let Some(&(_, flag, on)) = VFS_FLAGS.iter().find(|f| f.0 == item) {
             if on {
                 req.set |= flag;
@@ -156,13 +163,32 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
     let mut req = parse(opts, defaults)?;
     let mnt = memfs_mountpoint(mountpoint)?;
     let ctl = mnt.join(&req.ctldir).join("opts");
+    let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
+    let before = current_flags(&target)?;
+    let after = match scope {
+        // The whole set: nothing of the current flags but their atime mode.
+        Scope::Complete => new_flags(before & ATIME_MODES, req.set, req.clear),
+        Scope::Changes => new_flags(before, req.set, req.clear),
+    };
+    req.live.push(("noatime", atime_rule(after).to_string()));
     // Write only what changes: mount(8) passes back every option of the
     // mount, and a read-only mount cannot take writes. Without a control
     // directory the atime rule stays as mounted.
+    let mut refused = None;
     req.live.retain(|(name, value)| match std::fs::read_to_string(ctl.join(name)) {
-        Ok(now) => now.trim() != value,
+        Ok(now) => {
+            let (now, new) = (now.trim(), live_value(name, value));
+            if (*name == "size" || *name == "nr_inodes") && now == "0" && new.as_deref() != Some("0") {
+                // As tmpfs: "Cannot retroactively limit size/inodes".
+                refused = Some(format!("cannot limit {name} of a memfs mounted without a limit"));
+            }
+            new.as_deref() != Some(now)
+        }
         Err(_) => *name != "noatime",
     });
+    if let Some(why) = refused {
+        return Err(why);
+    }
     if !req.live.is_empty() && !ctl.is_dir() {
         return Err(format!(
             "{} has no control directory {}/ (mounted with another ctldir=? give the same ctldir= here)",
@@ -170,12 +196,6 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
             req.ctldir
         ));
     }
-    let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
-    let before = current_flags(&target)?;
-    let after = match scope {
-        Scope::Complete => new_flags(0, req.set, req.clear),
-        Scope::Changes => new_flags(before, req.set, req.clear),
-    };
     if before & after & libc::MS_RDONLY != 0 && !req.live.is_empty() {
         return Err("a read-only memfs cannot change its limits: remount it rw (with the new limits) first".into());
     }
@@ -200,6 +220,20 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
         })?;
         Ok(())
     }
+}
+
+/// A live option's value as its control file reads back (bytes for size=,
+/// a count for nr_inodes=), to tell a change from the same value spelled
+/// otherwise (mount(8) passes fstab's `size=200M` on every remount). None
+/// if it does not parse: the write then refuses it with the file's message.
+fn live_value(name: &str, value: &str) -> Option<String> {
+    let n = match name {
+        "size" => options::parse_size_option(value).ok()?.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE),
+        "nr_inodes" => options::parse_count(value).ok()?,
+        "poll_us" => value.parse().ok()?,
+        _ => return Some(value.to_string()),
+    };
+    Some(n.to_string())
 }
 
 /// Write the control files in order; on a refusal put back those already
@@ -229,22 +263,22 @@ fn restore(ctl: &Path, applied: &[(&'static str, String)]) {
     }
 }
 
-/// The mount point itself, if a memfs is mounted exactly there.
+/// The mount point itself, if the file system mounted on top there is a memfs.
 fn memfs_mountpoint(path: &Path) -> Result<PathBuf, String> {
     let canon = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
-    let want = canon.as_os_str().as_bytes();
-    // Fields: id parent major:minor root mountpoint opts [optional...] - fstype source superopts
-    let is_memfs = info.lines().rev().any(|line| {
-        let mut fields = line.split(' ');
-        let at = fields.nth(4).map(unescape);
-        let fstype = line.split(" - ").nth(1).and_then(|t| t.split(' ').next());
-        at.as_deref() == Some(want) && fstype == Some("fuse.memfs")
-    });
-    if !is_memfs {
+    if topmost_fstype(&info, canon.as_os_str().as_bytes()) != Some("fuse.memfs") {
         return Err(format!("{} is not the mount point of a memfs", canon.display()));
     }
     Ok(canon)
+}
+
+/// The type of the last (topmost) mount at `at` in a mountinfo text: what
+/// statvfs and mount(2) on that path reach, even when a memfs lies beneath.
+fn topmost_fstype<'a>(info: &'a str, at: &[u8]) -> Option<&'a str> {
+    // Fields: id parent major:minor root mountpoint opts [optional...] - fstype source superopts
+    let line = info.lines().rev().find(|line| line.split(' ').nth(4).map(unescape).as_deref() == Some(at))?;
+    line.split(" - ").nth(1).and_then(|t| t.split(' ').next())
 }
 
 /// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
@@ -284,27 +318,28 @@ fn current_flags(mnt: &CString) -> Result<libc::c_ulong, String> {
         (libc::ST_NOATIME, libc::MS_NOATIME),
         (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
         (libc::ST_RELATIME, libc::MS_RELATIME),
+        (ST_NOSYMFOLLOW, MS_NOSYMFOLLOW),
     ];
-    Ok(pairs.iter().filter(|(st_flag, _)| st.f_flag & st_flag != 0).fold(0, |acc, (_, ms)| acc | ms))
+    let flags = pairs.iter().filter(|(st_flag, _)| st.f_flag & st_flag != 0).fold(0, |acc, (_, ms)| acc | ms);
+    // Neither noatime nor relatime: strictatime, which statvfs has no bit for.
+    Ok(if flags & ATIME_MODES == 0 { flags | libc::MS_STRICTATIME } else { flags })
 }
 
 /// The flags for mount(2): the mount's own, changed as asked.
 fn new_flags(current: libc::c_ulong, set: libc::c_ulong, clear: libc::c_ulong) -> libc::c_ulong {
+    // No atime option named: `current` carries the mount's mode, passed
+    // explicitly (the kernel keeps it by itself only when no atime flag at
+    // all is passed, nodiratime included).
     let mut flags = (current & !clear) | set;
-    if (set | clear) & ATIME_MODES == 0 {
-        // No atime option: pass no mode, and the kernel keeps the mount's.
-        flags &= !ATIME_MODES;
-    } else if flags & ATIME_MODES == 0 {
+    if flags & ATIME_MODES == 0 {
         // `atime`, `norelatime`, `nostrictatime` alone: the kernel's default mode.
         flags |= libc::MS_RELATIME;
     }
     flags | libc::MS_REMOUNT
 }
 
-/// Whether mount(2) with `after` would leave the flags `before` as they are
-/// (no atime mode in `after` keeps the current one).
+/// Whether mount(2) with `after` would leave the flags `before` as they are.
 fn same_flags(before: libc::c_ulong, after: libc::c_ulong) -> bool {
-    let after = if after & ATIME_MODES == 0 { after | (before & ATIME_MODES) } else { after };
     after & !libc::MS_REMOUNT == before
 }
 
@@ -343,8 +378,6 @@ mod tests {
         let r = req("remount,size=1G,nr_inodes=10k,size=2G").unwrap();
         assert_eq!(r.live, vec![("nr_inodes", "10k".to_string()), ("size", "2G".to_string())]);
         assert_eq!((r.set, r.clear), (0, 0));
-        let r = req("remount,noatime,relatime").unwrap();
-        assert_eq!(r.live, vec![("noatime", "0".to_string())]);
     }
 
     #[test]
@@ -352,7 +385,7 @@ mod tests {
         let r = req("ro,relatime,remount,user_id=0,group_id=0,default_permissions,allow_other,dev,suid").unwrap();
         assert_eq!(r.set, libc::MS_RDONLY | libc::MS_RELATIME);
         assert_eq!(r.clear & (libc::MS_NODEV | libc::MS_NOSUID), libc::MS_NODEV | libc::MS_NOSUID);
-        assert_eq!(r.live, vec![("noatime", "0".to_string())]);
+        assert!(r.live.is_empty());
     }
 
     #[test]
@@ -403,10 +436,34 @@ mod tests {
             let r = req(opts).unwrap();
             new_flags(now, r.set, r.clear) & ATIME_MODES
         };
-        assert_eq!(flags("remount,size=1G", libc::MS_NOATIME), 0); // kernel keeps noatime
+        assert_eq!(flags("remount,size=1G", libc::MS_NOATIME), libc::MS_NOATIME); // kept, explicitly
+                                                                                  // nodiratime alone would make the kernel reset the mode: it is passed along.
+        let r = req("remount,nodiratime").unwrap();
+        let f = new_flags(libc::MS_STRICTATIME, r.set, r.clear);
+        assert_eq!(f & (ATIME_MODES | libc::MS_NODIRATIME), libc::MS_STRICTATIME | libc::MS_NODIRATIME);
         assert_eq!(flags("remount,atime", libc::MS_NOATIME), libc::MS_RELATIME);
         assert_eq!(flags("remount,strictatime", libc::MS_RELATIME), libc::MS_STRICTATIME);
         assert_eq!(flags("remount,noatime", libc::MS_RELATIME), libc::MS_NOATIME);
+    }
+
+    #[test]
+    fn the_topmost_mount_decides() {
+        let info = "30 1 0:40 / /mnt/x rw - fuse.memfs memfs rw\n31 30 0:41 / /mnt/x rw - tmpfs tmpfs rw\n";
+        assert_eq!(topmost_fstype(info, b"/mnt/x"), Some("tmpfs"));
+        assert_eq!(
+            topmost_fstype(&info.replace("31 30", "29 1").lines().rev().collect::<Vec<_>>().join("\n"), b"/mnt/x"),
+            Some("fuse.memfs")
+        );
+        assert_eq!(topmost_fstype(info, b"/mnt"), None);
+    }
+
+    #[test]
+    fn live_values_compare_as_the_files_read_back() {
+        assert_eq!(live_value("size", "200M").as_deref(), Some("209715200"));
+        assert_eq!(live_value("size", "1"), Some(PAGE_SIZE.to_string()));
+        assert_eq!(live_value("nr_inodes", "1k").as_deref(), Some("1024"));
+        assert_eq!(live_value("noatime", "1").as_deref(), Some("1"));
+        assert_eq!(live_value("size", "lots"), None);
     }
 
     #[test]

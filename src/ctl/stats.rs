@@ -216,6 +216,13 @@ impl Stats {
         Timer { op: &self.ops[op as usize], control: &self.control_requests, start: Instant::now() }
     }
 
+    /// Every request since mount, control directory included (a measure of
+    /// activity: src/trim.rs trims only while it stands still).
+    pub fn requests(&self) -> u64 {
+        let ops: u64 = self.ops.iter().map(|o| o.count.load(Ordering::Relaxed)).sum();
+        ops + self.control_requests()
+    }
+
     /// Requests for the control directory since mount.
     pub fn control_requests(&self) -> u64 {
         self.control_requests.load(Ordering::Relaxed)

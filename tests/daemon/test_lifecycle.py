@@ -143,3 +143,30 @@ def test_remount_through_the_helper_takes_the_whole_set(mnt, helper):
     subprocess.run([helper, "memfs", mnt, "-o", "rw,nosuid,relatime,remount,size=32M"], check=True, timeout=30)
     st = os.statvfs(mnt)
     assert st.f_flag & os.ST_NOSUID and st.f_blocks == 32 * 256
+
+
+def test_remount_refuses_a_file_system_stacked_on_a_memfs(mnt):
+    subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
+    mount_tmpfs(mnt, "size=16M")
+    r = subprocess.run([MEMFS_BIN, "-o", "remount,ro", mnt], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "not the mount point of a memfs" in r.stderr
+    assert not os.statvfs(mnt).f_flag & os.ST_RDONLY  # the tmpfs on top is untouched
+
+
+def test_fstab_remount_of_a_read_only_mount_with_the_same_size(mnt, helper):
+    subprocess.run([MEMFS_BIN, "-o", "size=200M", mnt], check=True, timeout=30)
+    ctl = os.path.join(mnt, ".memfs", "opts")
+    subprocess.run([helper, "memfs", mnt, "-o", "ro,remount,size=200M,mode=1777"], check=True, timeout=30)
+    assert os.statvfs(mnt).f_flag & os.ST_RDONLY
+    with open(os.path.join(ctl, "noatime")) as f:
+        assert f.read() == "1\n"  # no access times on a read-only mount, as the kernel
+    # mount(8) passes fstab's options on every remount: the same size, spelled 200M.
+    subprocess.run([helper, "memfs", mnt, "-o", "ro,remount,size=200M,mode=1777,noexec"], check=True, timeout=30)
+    assert os.statvfs(mnt).f_flag & os.ST_NOEXEC
+    subprocess.run([helper, "memfs", mnt, "-o", "rw,relatime,remount,size=200M"], check=True, timeout=30)
+    with open(os.path.join(ctl, "noatime")) as f:
+        assert f.read() == "0\n"
+    r = subprocess.run([MEMFS_BIN, "-o", "remount,nr_inodes=0", mnt], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr  # lifting a limit is fine
+    r = subprocess.run([MEMFS_BIN, "-o", "remount,nr_inodes=100", mnt], capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "without a limit" in r.stderr  # as tmpfs: no retroactive limit
