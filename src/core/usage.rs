@@ -109,14 +109,41 @@ fn add_signed(counter: &AtomicU64, n: i64) {
     }
 }
 
-/// Add `n` to `counter` unless that passes `limit` (0 = no limit).
-fn try_add(counter: &AtomicU64, n: u64, limit: u64) -> bool {
-    counter
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-            let new = used.checked_add(n)?;
-            (limit == 0 || new <= limit).then_some(new)
-        })
-        .is_ok()
+// A limit change racing a charge. The charge adds to `used` and then reads
+// the limit again; the change stores the limit and then reads `used` again
+// (all SeqCst, so of the two second reads at least one sees the other's
+// write). A charge that finds itself above the limit it reads after adding
+// takes itself back; a change that finds `used` above its new limit puts the
+// old limit back and is refused. So `used` never stays above a limit.
+
+/// Set `limit` (0 = none; in units of `scale` of `used`) unless `used` is above it.
+fn set_limit(limit: &AtomicU64, max: u64, used: &AtomicU64, scale: u64) -> bool {
+    let fits = || max == 0 || used.load(Ordering::SeqCst) <= max.saturating_mul(scale);
+    if !fits() {
+        return false;
+    }
+    let old = limit.swap(max, Ordering::SeqCst);
+    if fits() {
+        return true;
+    }
+    let _ = limit.compare_exchange(max, old, Ordering::SeqCst, Ordering::SeqCst);
+    false
+}
+
+/// Add `n` to `used` unless that passes `limit` (0 = none; units of `scale`).
+fn try_add(used: &AtomicU64, n: u64, limit: &AtomicU64, scale: u64) -> bool {
+    let cap = || match limit.load(Ordering::SeqCst) {
+        0 => u64::MAX,
+        l => l.saturating_mul(scale),
+    };
+    let added =
+        used.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| u.checked_add(n).filter(|&new| new <= cap())).is_ok();
+    if added && used.load(Ordering::SeqCst) > cap() {
+        // A smaller limit came in meanwhile (see set_limit): take it back.
+        used.fetch_sub(n, Ordering::SeqCst);
+        return false;
+    }
+    added
 }
 
 impl Usage {
@@ -211,7 +238,7 @@ impl Usage {
         if n == 0 {
             return true;
         }
-        let ok = try_add(&self.used_pages, n, self.max_pages.load(Ordering::Acquire));
+        let ok = try_add(&self.used_pages, n, &self.max_pages, 1);
         if ok {
             self.note_reused(n.saturating_mul(PAGE_SIZE));
         }
@@ -225,13 +252,9 @@ impl Usage {
         }
     }
 
-    fn ispace_limit(&self) -> u64 {
-        self.max_inodes.load(Ordering::Acquire).saturating_mul(INODE_COST)
-    }
-
     /// Charge one inode's worth of inode space (a new inode, or an extra hard link).
     pub fn charge_inode(&self) -> bool {
-        try_add(&self.used_ispace, INODE_COST, self.ispace_limit())
+        try_add(&self.used_ispace, INODE_COST, &self.max_inodes, INODE_COST)
     }
 
     pub fn uncharge_inode(&self) {
@@ -248,7 +271,7 @@ impl Usage {
     }
 
     pub fn charge_ispace(&self, units: u64) -> bool {
-        units == 0 || try_add(&self.used_ispace, units, self.ispace_limit())
+        units == 0 || try_add(&self.used_ispace, units, &self.max_inodes, INODE_COST)
     }
 
     pub fn uncharge_ispace(&self, units: u64) {
@@ -259,22 +282,12 @@ impl Usage {
 
     /// Change the page limit; refused (returns false) below what is in use.
     pub fn set_max_pages(&self, max: u64) -> bool {
-        let used = self.used_pages.load(Ordering::Acquire);
-        if max != 0 && max < used {
-            return false;
-        }
-        self.max_pages.store(max, Ordering::Release);
-        true
+        set_limit(&self.max_pages, max, &self.used_pages, 1)
     }
 
     /// Change the inode limit; refused (returns false) below what is in use.
     pub fn set_max_inodes(&self, max: u64) -> bool {
-        let used = self.used_ispace.load(Ordering::Acquire);
-        if max != 0 && max.saturating_mul(INODE_COST) < used {
-            return false;
-        }
-        self.max_inodes.store(max, Ordering::Release);
-        true
+        set_limit(&self.max_inodes, max, &self.used_ispace, INODE_COST)
     }
 
     pub fn snapshot(&self) -> UsageSnapshot {
@@ -293,6 +306,41 @@ impl Usage {
 mod tests {
     use super::*;
     use crate::sync::Arc;
+
+    #[test]
+    fn a_limit_shrunk_during_charges_is_never_left_exceeded() {
+        for _ in 0..20 {
+            let u = Arc::new(Usage::new(1 << 20, 0));
+            let charged = Arc::new(AtomicU64::new(0));
+            let chargers: Vec<_> = (0..3)
+                .map(|_| {
+                    let (u, charged) = (u.clone(), charged.clone());
+                    std::thread::spawn(move || {
+                        for _ in 0..20_000 {
+                            if u.charge_pages(1) {
+                                charged.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            // Shrink to just above what is in use, again and again.
+            let mut limit = 0;
+            for _ in 0..2_000 {
+                let want = u.snapshot().used_pages + 8;
+                if u.set_max_pages(want) {
+                    limit = want;
+                }
+            }
+            for c in chargers {
+                c.join().unwrap();
+            }
+            let s = u.snapshot();
+            assert_eq!(s.used_pages, charged.load(Ordering::Relaxed));
+            assert!(s.max_pages == 0 || s.used_pages <= s.max_pages, "{s:?}");
+            assert!(limit == 0 || s.max_pages >= limit || s.used_pages <= s.max_pages);
+        }
+    }
 
     #[test]
     fn release_hook_fires_once_per_step_of_freed_and_unused_bytes() {
