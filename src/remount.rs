@@ -39,8 +39,6 @@ const MS_NOSYMFOLLOW: libc::c_ulong = 256;
 const ST_NOSYMFOLLOW: libc::c_ulong = 0x2000;
 
 /// Options of mount(2) itself: name, MS_ flag, whether the name sets it.
-/// statvfs shows all of them but `dirsync` and `lazytime`, which a
-/// remount that names only its changes therefore does not keep.
 const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
     ("ro", libc::MS_RDONLY, true),
     ("rw", libc::MS_RDONLY, false),
@@ -161,10 +159,10 @@ const ATIME_MODES: libc::c_ulong = libc::MS_NOATIME | libc::MS_RELATIME | libc::
 /// Remount the memfs at `mountpoint` with `opts` (containing `remount`).
 pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) -> Result<(), String> {
     let mut req = parse(opts, defaults)?;
-    let mnt = memfs_mountpoint(mountpoint)?;
+    let (mnt, superopts) = memfs_mountpoint(mountpoint)?;
     let ctl = mnt.join(&req.ctldir).join("opts");
     let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
-    let before = current_flags(&target)?;
+    let before = current_flags(&target, &superopts)?;
     let after = match scope {
         // The whole set: nothing of the current flags but their atime mode.
         Scope::Complete => new_flags(before & ATIME_MODES, req.set, req.clear),
@@ -263,22 +261,26 @@ fn restore(ctl: &Path, applied: &[(&'static str, String)]) {
     }
 }
 
-/// The mount point itself, if the file system mounted on top there is a memfs.
-fn memfs_mountpoint(path: &Path) -> Result<PathBuf, String> {
+/// The mount point itself, if the file system mounted on top there is a
+/// memfs, and that mount's superblock options (for what statvfs lacks).
+fn memfs_mountpoint(path: &Path) -> Result<(PathBuf, String), String> {
     let canon = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let info = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("/proc/self/mountinfo: {e}"))?;
-    if topmost_fstype(&info, canon.as_os_str().as_bytes()) != Some("fuse.memfs") {
-        return Err(format!("{} is not the mount point of a memfs", canon.display()));
+    match topmost(&info, canon.as_os_str().as_bytes()) {
+        Some(("fuse.memfs", superopts)) => Ok((canon, superopts.to_string())),
+        _ => Err(format!("{} is not the mount point of a memfs", canon.display())),
     }
-    Ok(canon)
 }
 
-/// The type of the last (topmost) mount at `at` in a mountinfo text: what
-/// statvfs and mount(2) on that path reach, even when a memfs lies beneath.
-fn topmost_fstype<'a>(info: &'a str, at: &[u8]) -> Option<&'a str> {
+/// Type and superblock options of the last (topmost) mount at `at` in a
+/// mountinfo text: what statvfs and mount(2) on that path reach, even when a
+/// memfs lies beneath.
+fn topmost<'a>(info: &'a str, at: &[u8]) -> Option<(&'a str, &'a str)> {
     // Fields: id parent major:minor root mountpoint opts [optional...] - fstype source superopts
     let line = info.lines().rev().find(|line| line.split(' ').nth(4).map(unescape).as_deref() == Some(at))?;
-    line.split(" - ").nth(1).and_then(|t| t.split(' ').next())
+    let mut tail = line.split(" - ").nth(1)?.split(' ');
+    let fstype = tail.next()?;
+    Some((fstype, tail.nth(1).unwrap_or("")))
 }
 
 /// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.
@@ -302,8 +304,10 @@ fn unescape(field: &str) -> Vec<u8> {
     out
 }
 
-/// The mount's current VFS flags as MS_ flags (statvfs's ST_ flags).
-fn current_flags(mnt: &CString) -> Result<libc::c_ulong, String> {
+/// The mount's current VFS flags as MS_ flags: statvfs's ST_ flags, and
+/// `dirsync` and `lazytime` from the superblock options (statvfs has no bit
+/// for them).
+fn current_flags(mnt: &CString, superopts: &str) -> Result<libc::c_ulong, String> {
     // SAFETY: statvfs writes only into the zeroed struct passed.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(mnt.as_ptr(), &mut st) } != 0 {
@@ -320,7 +324,14 @@ fn current_flags(mnt: &CString) -> Result<libc::c_ulong, String> {
         (libc::ST_RELATIME, libc::MS_RELATIME),
         (ST_NOSYMFOLLOW, MS_NOSYMFOLLOW),
     ];
-    let flags = pairs.iter().filter(|(st_flag, _)| st.f_flag & st_flag != 0).fold(0, |acc, (_, ms)| acc | ms);
+    let mut flags = pairs.iter().filter(|(st_flag, _)| st.f_flag & st_flag != 0).fold(0, |acc, (_, ms)| acc | ms);
+    for opt in superopts.split(',') {
+        flags |= match opt {
+            "dirsync" => libc::MS_DIRSYNC,
+            "lazytime" => libc::MS_LAZYTIME,
+            _ => 0,
+        };
+    }
     // Neither noatime nor relatime: strictatime, which statvfs has no bit for.
     Ok(if flags & ATIME_MODES == 0 { flags | libc::MS_STRICTATIME } else { flags })
 }
@@ -448,13 +459,11 @@ mod tests {
 
     #[test]
     fn the_topmost_mount_decides() {
-        let info = "30 1 0:40 / /mnt/x rw - fuse.memfs memfs rw\n31 30 0:41 / /mnt/x rw - tmpfs tmpfs rw\n";
-        assert_eq!(topmost_fstype(info, b"/mnt/x"), Some("tmpfs"));
-        assert_eq!(
-            topmost_fstype(&info.replace("31 30", "29 1").lines().rev().collect::<Vec<_>>().join("\n"), b"/mnt/x"),
-            Some("fuse.memfs")
-        );
-        assert_eq!(topmost_fstype(info, b"/mnt"), None);
+        let info = "30 1 0:40 / /mnt/x rw - fuse.memfs memfs rw,dirsync\n31 30 0:41 / /mnt/x rw - tmpfs tmpfs rw\n";
+        assert_eq!(topmost(info, b"/mnt/x"), Some(("tmpfs", "rw")));
+        let swapped: Vec<_> = info.lines().rev().collect();
+        assert_eq!(topmost(&swapped.join("\n"), b"/mnt/x"), Some(("fuse.memfs", "rw,dirsync")));
+        assert_eq!(topmost(info, b"/mnt"), None);
     }
 
     #[test]

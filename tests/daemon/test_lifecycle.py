@@ -170,3 +170,14 @@ def test_fstab_remount_of_a_read_only_mount_with_the_same_size(mnt, helper):
     assert r.returncode == 0, r.stderr  # lifting a limit is fine
     r = subprocess.run([MEMFS_BIN, "-o", "remount,nr_inodes=100", mnt], capture_output=True, text=True, timeout=30)
     assert r.returncode != 0 and "without a limit" in r.stderr  # as tmpfs: no retroactive limit
+
+
+def test_a_flag_remount_keeps_lazytime(mnt):
+    # statvfs has no bit for lazytime: remount reads it from mountinfo.
+    subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
+    subprocess.run([MEMFS_BIN, "-o", "remount,lazytime", mnt], check=True, timeout=30)
+    subprocess.run([MEMFS_BIN, "-o", "remount,nosuid", mnt], check=True, timeout=30)
+    with open("/proc/self/mountinfo") as f:
+        line = [x for x in f if x.split()[4] == os.path.realpath(mnt)][-1]
+    assert "lazytime" in line.split(" - ")[1].split()[2].split(",")
+    assert os.statvfs(mnt).f_flag & os.ST_NOSUID
