@@ -145,7 +145,7 @@ fn mount(
     } else {
         // The source mount(8) was given names the mount, unless fsname= does.
         let named = match source {
-            Some(s) if !s.is_empty() && !s.contains([',', ' ', '\n']) => format!("fsname={s},{opts}"),
+            Some(s) if options::valid_fsname(s) => format!("fsname={s},{opts}"),
             _ => opts.to_string(),
         };
         options::parse(&named, defaults()).and_then(|o| memfs::daemon::run(mountpoint, &o, foreground))
@@ -210,11 +210,12 @@ fn main() -> ExitCode {
         return stat_command(&args[1..]);
     }
     let cli = Cli::parse();
-    let (source, mountpoint) = match cli.paths.as_slice() {
-        [source, mountpoint] => (source.to_str(), mountpoint),
-        [mountpoint] => (None, mountpoint),
+    // With a SOURCE (as mount.fuse3 calls it) a remount's options are the
+    // whole merged set, whatever the source is named.
+    let (source, mountpoint, scope) = match cli.paths.as_slice() {
+        [source, mountpoint] => (source.to_str(), mountpoint, remount::Scope::Complete),
+        [mountpoint] => (None, mountpoint, remount::Scope::Changes),
         _ => unreachable!("clap takes one or two paths"),
     };
-    let scope = if source.is_some() { remount::Scope::Complete } else { remount::Scope::Changes };
     mount(source, mountpoint, &cli.options.join(","), cli.foreground, scope)
 }

@@ -149,7 +149,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         takes_value: true,
         help: "source name shown in /proc/mounts (default memfs)",
         apply: |o, v| {
-            if v.is_empty() || v.contains([',', ' ', '\n']) {
+            if !valid_fsname(v) {
                 return Err("must be non-empty without commas or spaces".into());
             }
             o.fsname = v.to_string();
@@ -397,6 +397,17 @@ impl MountOptions {
     pub fn max_pages(&self) -> u64 {
         self.size.div_ceil(PAGE_SIZE)
     }
+}
+
+/// Whether `v` can be the source name shown in /proc/mounts (`fsname=`).
+pub fn valid_fsname(v: &str) -> bool {
+    !v.is_empty() && !v.contains([',', ' ', '\n'])
+}
+
+/// `size=` in whole pages, rounded up as tmpfs rounds it (the mount option,
+/// the control file `opts/size`, a remount).
+pub fn size_in_pages(v: &str) -> Result<u64, String> {
+    Ok(parse_size_option(v)?.div_ceil(PAGE_SIZE))
 }
 
 /// A byte count with k/m/g/t/p/e suffix (1024-based), or N% of RAM (`size=`,

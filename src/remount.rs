@@ -172,21 +172,25 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
     // Write only what changes: mount(8) passes back every option of the
     // mount, and a read-only mount cannot take writes. Without a control
     // directory the atime rule stays as mounted.
-    let mut refused = None;
-    req.live.retain(|(name, value)| match std::fs::read_to_string(ctl.join(name)) {
-        Ok(now) => {
-            let (now, new) = (now.trim(), live_value(name, value));
-            if (*name == "size" || *name == "nr_inodes") && now == "0" && new.as_deref() != Some("0") {
-                // As tmpfs: "Cannot retroactively limit size/inodes".
-                refused = Some(format!("cannot limit {name} of a memfs mounted without a limit"));
+    let mut changes = vec![];
+    for (name, value) in req.live {
+        let Ok(now) = std::fs::read_to_string(ctl.join(name)) else {
+            if name != "noatime" {
+                changes.push((name, value)); // refused below: no control directory
             }
-            new.as_deref() != Some(now)
+            continue;
+        };
+        let (now, new) = (now.trim(), live_value(name, &value));
+        if new.as_deref() == Some(now) {
+            continue;
         }
-        Err(_) => *name != "noatime",
-    });
-    if let Some(why) = refused {
-        return Err(why);
+        if (name == "size" || name == "nr_inodes") && now == "0" {
+            // As tmpfs: "Cannot retroactively limit size/inodes".
+            return Err(format!("cannot limit {name} of a memfs mounted without a limit"));
+        }
+        changes.push((name, value));
     }
+    req.live = changes;
     if !req.live.is_empty() && !ctl.is_dir() {
         return Err(format!(
             "{} has no control directory {}/ (mounted with another ctldir=? give the same ctldir= here)",
@@ -226,7 +230,7 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
 /// if it does not parse: the write then refuses it with the file's message.
 fn live_value(name: &str, value: &str) -> Option<String> {
     let n = match name {
-        "size" => options::parse_size_option(value).ok()?.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE),
+        "size" => options::size_in_pages(value).ok()?.saturating_mul(PAGE_SIZE),
         "nr_inodes" => options::parse_count(value).ok()?,
         "poll_us" => value.parse().ok()?,
         _ => return Some(value.to_string()),

@@ -17,7 +17,8 @@
 //! arena, so a request that allocates meanwhile waits. Measured (review,
 //! 1.5 GB freed between small live files, a create/write/unlink loop
 //! running): the worst request took 130 ms at the trim, against 6-18 ms
-//! otherwise. Under steady load the memory is kept until a quiet second.
+//! otherwise. Under steady load the memory is kept until a quiet second; a
+//! request that arrives while a trim runs still waits for it.
 //!
 //! Why wait: memory given back costs a page fault (and on a VM a host-side
 //! fault) when it is written again. Measured with fio on a long-lived mount

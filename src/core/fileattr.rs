@@ -10,9 +10,10 @@
 //! refuse a write-open itself (docs/SEMANTICS.md). Who may change flags
 //! (the owner; CAP_LINUX_IMMUTABLE for i/a) the kernel checks before asking.
 
-use super::inode::Meta;
+use super::inode::{Inode, Meta};
 use super::types::{Ino, Kind, Timespec};
 use super::{Fs, FsError, FsResult};
+use crate::sync::Arc;
 
 /// FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NODUMP_FL, FS_NOATIME_FL (linux/fs.h).
 pub const FS_IMMUTABLE_FL: u32 = 0x10;
@@ -38,20 +39,12 @@ pub fn atime_allowed(m: &Meta) -> bool {
 impl Fs {
     /// The inode's flags (regular files and directories only: ENOTTY otherwise).
     pub fn fsflags(&self, ino: Ino) -> FsResult<u32> {
-        let inode = self.get(ino)?;
-        if !matches!(inode.kind, Kind::File | Kind::Dir) {
-            return Err(FsError::NoIoctl);
-        }
-        let flags = inode.meta().fsflags;
-        Ok(flags)
+        Ok(self.flagged(ino)?.meta().fsflags)
     }
 
     /// Replace the inode's flags; sets ctime, as tmpfs does.
     pub fn set_fsflags(&self, ino: Ino, flags: u32) -> FsResult<()> {
-        let inode = self.get(ino)?;
-        if !matches!(inode.kind, Kind::File | Kind::Dir) {
-            return Err(FsError::NoIoctl);
-        }
+        let inode = self.flagged(ino)?;
         if flags & !KEPT != 0 {
             return Err(FsError::NotSupported);
         }
@@ -59,5 +52,14 @@ impl Fs {
         m.fsflags = flags;
         m.ctime = Timespec::now();
         Ok(())
+    }
+
+    /// An inode that can have flags: a regular file or a directory.
+    fn flagged(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+        let inode = self.get(ino)?;
+        match inode.kind {
+            Kind::File | Kind::Dir => Ok(inode),
+            _ => Err(FsError::NoIoctl),
+        }
     }
 }

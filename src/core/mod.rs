@@ -263,6 +263,14 @@ impl Fs {
         self.noatime.load(Ordering::Relaxed)
     }
 
+    /// A read of the inode whose metadata is `m` (data, a listing, a link
+    /// target): relatime rules, unless the mount or the inode says noatime.
+    fn read_accessed(&self, m: &mut Meta) {
+        if !self.noatime() && fileattr::atime_allowed(m) {
+            m.touch_accessed(Timespec::now());
+        }
+    }
+
     pub fn set_no_data(&self, on: bool) {
         self.no_data.store(on, Ordering::Release);
     }

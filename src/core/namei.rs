@@ -562,9 +562,7 @@ impl Fs {
             if m.nlink == 0 {
                 return Err(FsError::NotFound);
             }
-            if !self.noatime() && fileattr::atime_allowed(&m) {
-                m.touch_accessed(Timespec::now());
-            }
+            self.read_accessed(&mut m);
             m.parent
         };
         if offset < 1 {
@@ -598,11 +596,7 @@ impl Fs {
         let Content::Symlink(target) = &inode.content else {
             return Err(FsError::Invalid);
         };
-        let mut m = inode.meta();
-        if !self.noatime() && fileattr::atime_allowed(&m) {
-            m.touch_accessed(Timespec::now());
-        }
-        drop(m);
+        self.read_accessed(&mut inode.meta());
         Ok(target.to_vec())
     }
 }

@@ -6,7 +6,6 @@
 //! pages counted in metadata always equal the pages stored.
 
 use super::data::FileData;
-use super::fileattr;
 use super::inode::Inode;
 use super::types::{Caller, Ino, Kind, Timespec, MAX_FILE_SIZE};
 use super::{Fs, FsError, FsResult};
@@ -44,9 +43,7 @@ impl Fs {
         let data = data_lock(&inode).read();
         let mut m = inode.meta();
         let len = m.size.saturating_sub(off).min(u64::from(size)) as usize;
-        if !self.noatime() && fileattr::atime_allowed(&m) {
-            m.touch_accessed(Timespec::now());
-        }
+        self.read_accessed(&mut m);
         drop(m);
         Ok(data.read(off, len))
     }

@@ -8,7 +8,7 @@
 
 use crate::core::types::PAGE_SIZE;
 use crate::core::{Fs, FsError, FsResult};
-use crate::options::{parse_count, parse_size_option, MAX_POLL_US};
+use crate::options::{parse_count, size_in_pages, MAX_POLL_US};
 use crate::sync::{AtomicU64, Ordering};
 
 /// Live settings of the layers above the core (the FUSE transport), read
@@ -51,10 +51,7 @@ pub const TUNABLES: &[Tunable] = &[
         help: "data limit in bytes (reads back in bytes); write bytes, a k/m/g/t suffix or N% of RAM; 0 = unlimited; \
                growing always works, shrinking below the data in use fails with EINVAL",
         get: |t| t.fs.usage().max_pages.saturating_mul(PAGE_SIZE),
-        set: |t, v| {
-            let bytes = parse_size_option(v).map_err(|_| FsError::Invalid)?;
-            t.fs.set_max_pages(bytes.div_ceil(PAGE_SIZE))
-        },
+        set: |t, v| t.fs.set_max_pages(size_in_pages(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
         name: "nr_inodes",

@@ -57,13 +57,12 @@ def mnt():
         os.rmdir(path)
 
 
-def source_of(path):
+def topmost(path):
+    """(fstype, source, superblock options) of the topmost mount at path."""
     with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            if fields[4] == os.path.realpath(path):
-                found = line.split(" - ")[1].split()
-    return found[0], found[1]  # fstype, source of the topmost mount
+        lines = [line for line in f if line.split()[4] == os.path.realpath(path)]
+    assert lines, f"nothing mounted at {path}"
+    return tuple(lines[-1].split(" - ")[1].split()[:3])
 
 
 def test_returns_live_and_umount_ends_the_daemon(mnt):
@@ -93,9 +92,9 @@ def test_umount_of_a_stacked_memfs_leaves_the_one_below(mnt, lower):
         f.write("keep me")
     subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
     assert not os.path.exists(os.path.join(mnt, "below"))  # covered by the new one
-    upper = [p for p in daemon_pids(mnt)]
+    daemons = len(daemon_pids(mnt))  # the upper one, and the lower if a memfs
     subprocess.run(["umount", mnt], check=True)
-    assert wait_for(lambda: len(daemon_pids(mnt)) == len(upper) - 1)
+    assert wait_for(lambda: len(daemon_pids(mnt)) == daemons - 1)
     time.sleep(0.3)  # the bug unmounted the lower one a moment after the upper
     assert is_mountpoint(mnt)
     with open(os.path.join(mnt, "below")) as f:
@@ -126,7 +125,7 @@ def helper(tmp_path):
 
 def test_mount_helper_mounts_under_the_source_name(mnt, helper):
     subprocess.run([helper, "scratch", mnt, "-o", "size=16M,mode=1777"], check=True, timeout=30)
-    assert source_of(mnt) == ("fuse.memfs", "scratch")
+    assert topmost(mnt)[:2] == ("fuse.memfs", "scratch")
     assert os.stat(mnt).st_mode & 0o7777 == 0o1777
 
 
@@ -177,7 +176,5 @@ def test_a_flag_remount_keeps_lazytime(mnt):
     subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
     subprocess.run([MEMFS_BIN, "-o", "remount,lazytime", mnt], check=True, timeout=30)
     subprocess.run([MEMFS_BIN, "-o", "remount,nosuid", mnt], check=True, timeout=30)
-    with open("/proc/self/mountinfo") as f:
-        line = [x for x in f if x.split()[4] == os.path.realpath(mnt)][-1]
-    assert "lazytime" in line.split(" - ")[1].split()[2].split(",")
+    assert "lazytime" in topmost(mnt)[2].split(",")
     assert os.statvfs(mnt).f_flag & os.ST_NOSUID

@@ -163,6 +163,12 @@ def _is_empty_truncate(op, side):
 def _failed_fallocate_kept_setid(op, outs, sides):
     if op.kind not in ("fallocate", "ffallocate") or outs[0][0] != "err":
         return False
+    return _give_back_setid(op, sides)
+
+
+def _give_back_setid(op, sides):
+    """If side B's target lacks set-id bits side A's has, and differs in
+    nothing else, give them back (chmod B to A's mode) and say so."""
     a, b = (_target(s, op) for s in sides)
     if a is None or b is None:
         return False
@@ -188,15 +194,7 @@ def _nonowner_chown_noop(op, outs, sides):
         return False
     if op.args.get("uid") != -1 or op.args.get("gid") != -1:
         return False
-    if outs[0] != ("err", "EPERM") or outs[1][0] != "ok":
-        return False
-    a, b = (_target(s, op) for s in sides)
-    try:
-        mode_a = os.stat(a).st_mode
-        if not mode_a & (stat.S_ISUID | stat.S_ISGID):
-            return False
-        os.chmod(b, stat.S_IMODE(mode_a))
-    except (OSError, TypeError):
+    if outs[0] != ("err", "EPERM") or outs[1][0] != "ok" or not _give_back_setid(op, sides):
         return False
     outs[1] = outs[0]
     return True
