@@ -7,7 +7,7 @@
 //! ctime and the moved inode's ctime.
 
 use super::acl::Acl;
-use super::dir::{Dir, DirIndex};
+use super::dir::{self, Dir, DirIndex};
 use super::fileattr;
 use super::inode::{Content, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
@@ -580,7 +580,7 @@ impl Fs {
         for (name, e) in dir.iter_after(offset.max(2)) {
             let child = if plus { Some(self.get(e.ino)?) } else { None };
             let attr = child.as_ref().map(|c| c.attr());
-            if !emit(DirItem { name, ino: e.ino, kind: e.kind, offset: e.cookie, attr }) {
+            if !emit(DirItem { name, ino: e.ino, kind: e.kind, offset: dir::position(e.cookie), attr }) {
                 break;
             }
             if let Some(c) = child {

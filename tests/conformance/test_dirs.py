@@ -264,3 +264,76 @@ def test_seekdir_stable_across_deletions(fs_dir, fs_kind):
             deleted = {n for i, (_, n) in enumerate(positions) if i % 2}
             rest = [n for n in rest if n not in deleted]
         assert rest == [n for _, n in kept[len(kept) // 2:]]
+
+
+def _list_and_act(d, n, act):
+    """Read d with os.scandir (getdents in batches, as ls and renamers do),
+    calling act(name) for each entry as it is read; the names read, or a
+    failure once the listing has run past 3x the entries it started with."""
+    seen = []
+    with os.scandir(d) as it:
+        for e in it:
+            seen.append(e.name)
+            assert len(seen) <= 3 * n, f"listing did not end: {len(seen)} entries read from {n}"
+            act(e.name)
+    return seen
+
+
+def _renamer_runs(d, n=5000):
+    names = [f"f{i:05d}" for i in range(n)]
+    for name in names:
+        write_file(os.path.join(d, name))
+
+    def to_new_name(name):  # rename each entry read to a new name in the same directory
+        os.rename(os.path.join(d, name), os.path.join(d, "r" + name))
+
+    seen = _list_and_act(d, n, to_new_name)
+    assert sorted(seen) == names
+    assert sorted(os.listdir(d)) == ["r" + x for x in names]
+
+    def there_and_back(name):  # to a temporary name and back
+        tmp = os.path.join(d, name + ".tmp")
+        os.rename(os.path.join(d, name), tmp)
+        os.rename(tmp, os.path.join(d, name))
+
+    seen = _list_and_act(d, n, there_and_back)
+    assert sorted(seen) == ["r" + x for x in names]
+
+    def create_sibling(name):  # an entry created during the listing
+        write_file(os.path.join(d, "c" + name))
+
+    seen = _list_and_act(d, n, create_sibling)
+    assert len(seen) == len(set(seen)) and len(seen) <= 2 * n
+    assert set(seen) >= {"r" + x for x in names}
+
+
+def test_listing_ends_while_its_entries_are_renamed(fs_dir):
+    """A bulk renamer (reads a directory, renames each entry it reads) ends,
+    and sees each original entry exactly once, as on tmpfs."""
+    _renamer_runs(fs_dir)
+
+
+def test_listing_ends_while_renamed_btree_index(fs_kind, make_mount):
+    opts = "size=256M" + (",dirindex=btree" if fs_kind == "memfs" else "")
+    _renamer_runs(make_mount(opts))
+
+
+def test_saved_position_valid_after_renames(fs_dir):
+    """telldir/seekdir: a position taken before renames of other entries
+    still resumes at the entry after it; no entry comes back twice."""
+    base = os.fsencode(fs_dir)
+    for i in range(50):
+        os.mknod(base + b"/f%02d" % i)
+    with Dir(fs_dir) as d:
+        order = [e[0] for e in d.read_n(2 + 20)][2:]  # past "." and ".."
+        mark = d.tell()
+        rest = [e[0] for e in d.read_all()]
+        assert len(order) + len(rest) == 50
+        for name in order[:10] + rest[10:20]:  # rename some before and after the mark
+            os.rename(base + b"/" + name, base + b"/x" + name)
+        d.seek(mark)
+        again = [e[0] for e in d.read_all()]
+    assert len(again) == len(set(again))
+    kept = rest[:10] + rest[20:]
+    assert [n for n in again if n in set(kept)] == kept
+    assert not set(order) & set(again)
