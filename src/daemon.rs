@@ -14,6 +14,7 @@ use std::path::Path;
 
 use fuser::{Config, MountOption, Session, SessionACL};
 
+use crate::core::pager::Pager;
 use crate::core::{Fs, FsConfig};
 use crate::ctl::stats::Stats;
 use crate::ctl::tunables::Knobs;
@@ -139,6 +140,11 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     let set = stop_signals();
     // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    let pager = opts.pager_config()?.map(|cfg| Arc::new(Pager::new(cfg)));
+    if let Some(p) = &pager {
+        let s = p.stats();
+        log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
+    }
     let fs = Arc::new(Fs::new(FsConfig {
         max_pages: opts.max_pages(),
         max_inodes: opts.nr_inodes,
@@ -148,6 +154,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         noatime: opts.noatime,
         dir_index: opts.dir_index,
         reserved_name: opts.ctldir.as_ref().map(|n| n.as_bytes().to_vec()),
+        pager,
     }));
     let stats = Arc::new(Stats::default());
     let activity = stats.clone();

@@ -8,6 +8,11 @@
 
 use fuser::MountOption;
 
+use std::path::PathBuf;
+
+use crate::core::pager::backing::Backing;
+use crate::core::pager::codec::Codec;
+use crate::core::pager::PagerConfig;
 use crate::core::types::PAGE_SIZE;
 use crate::core::DirIndex;
 
@@ -42,6 +47,14 @@ pub struct MountOptions {
     pub ctldir: Option<String>,
     /// How directories index names.
     pub dir_index: DirIndex,
+    /// `ram=`: RAM ceiling for file data in bytes (0 = no pager).
+    pub ram: u64,
+    /// `swappct=`: the ceiling as a percentage of `size=` (when `ram=` is not given).
+    pub swappct: Option<u64>,
+    /// `compress=` (lz4 when a ceiling is set and this is not given).
+    pub compress: Option<Codec>,
+    /// `backing=`: a directory or block device for pages evicted from RAM.
+    pub backing: Option<PathBuf>,
 }
 
 /// How one row applies its value.
@@ -276,6 +289,49 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "ram",
+        takes_value: true,
+        help: "RAM ceiling for file data (resident and compressed pages together): bytes, k/m/g/t suffix, \
+               or N% of RAM; colder pages are compressed, then paged to backing= (default: none, all in RAM)",
+        apply: |o, v| {
+            o.ram = parse_size_option(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "swappct",
+        takes_value: true,
+        help: "the RAM ceiling as N% (1-100) of size= (MemFS's name), instead of ram=",
+        apply: |o, v| {
+            o.swappct =
+                Some(v.parse().ok().filter(|p| (1..=100).contains(p)).ok_or("must be a percentage from 1 to 100")?);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "compress",
+        takes_value: true,
+        help: "how pages leaving RAM are compressed: lz4, zstd, zstd:LEVEL (1-19) or off \
+               (default lz4 when ram= or swappct= is set)",
+        apply: |o, v| {
+            o.compress = Some(Codec::parse(v)?);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "backing",
+        takes_value: true,
+        help: "directory (an unnamed file is made there) or block device for pages evicted from RAM \
+               (default: none; compressed RAM is the last tier)",
+        apply: |o, v| {
+            if v.is_empty() || !v.starts_with('/') {
+                return Err("must be an absolute path to a directory or block device".into());
+            }
+            o.backing = Some(PathBuf::from(v));
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "dirindex",
         takes_value: true,
         help: "how directories index names: hash or btree (default hash, see docs/TUNABLES.md)",
@@ -362,6 +418,7 @@ pub fn parse(opts: &str, defaults: MountOptions) -> Result<MountOptions, String>
         };
         (spec.apply)(&mut o, value).map_err(|why| format!("invalid mount option '{item}': {why}"))?;
     }
+    o.ram_ceiling()?;
     Ok(o)
 }
 
@@ -390,12 +447,51 @@ impl MountOptions {
             flags: vec![],
             ctldir: Some(DEFAULT_CTLDIR.into()),
             dir_index: DirIndex::default(),
+            ram: 0,
+            swappct: None,
+            compress: None,
+            backing: None,
         }
     }
 
     /// `size=` in whole pages, rounded up (as tmpfs).
     pub fn max_pages(&self) -> u64 {
         self.size.div_ceil(PAGE_SIZE)
+    }
+
+    /// The pager's RAM ceiling in bytes from `ram=` or `swappct=` (0: no
+    /// pager), or why the pager options do not fit together.
+    pub fn ram_ceiling(&self) -> Result<u64, String> {
+        let ceiling = match (self.ram, self.swappct) {
+            (r, Some(_)) if r > 0 => return Err("give ram= or swappct=, not both".into()),
+            (_, Some(_)) if self.size == 0 => {
+                return Err("invalid mount option 'swappct': needs a size= limit (it is a percentage of size=)".into())
+            }
+            (_, Some(pct)) => (self.size.saturating_mul(pct) / 100).max(PAGE_SIZE),
+            (r, None) => r.div_ceil(PAGE_SIZE) * PAGE_SIZE,
+        };
+        if ceiling == 0 {
+            if self.compress.is_some() {
+                return Err("invalid mount option 'compress': needs ram= or swappct= (a RAM ceiling)".into());
+            }
+            if self.backing.is_some() {
+                return Err("invalid mount option 'backing': needs ram= or swappct= (a RAM ceiling)".into());
+            }
+        }
+        Ok(ceiling)
+    }
+
+    /// The pager's settings, opening the backing store; `None` without a ceiling.
+    pub fn pager_config(&self) -> Result<Option<PagerConfig>, String> {
+        let ram = self.ram_ceiling()?;
+        if ram == 0 {
+            return Ok(None);
+        }
+        let backing = match &self.backing {
+            Some(path) => Some(Backing::open(path).map_err(|e| format!("invalid mount option 'backing': {e}"))?),
+            None => None,
+        };
+        Ok(Some(PagerConfig { ram, codec: self.compress.unwrap_or(Codec::Lz4), backing }))
     }
 }
 
@@ -522,6 +618,17 @@ mod tests {
             "poll_us=1000001",
             "poll_us=1ms",
             "poll_us",
+            "ram=lots",
+            "ram=101%",
+            "swappct=0",
+            "swappct=150",
+            "compress=gzip",
+            "compress=zstd:99",
+            "backing=relative/dir",
+            "ram=1G,swappct=50",
+            "compress=lz4",
+            "backing=/var/tmp",
+            "size=0,swappct=50",
         ] {
             let err = parse(bad, d()).unwrap_err();
             let name = bad.split('=').next().unwrap();

@@ -134,7 +134,7 @@ impl Fs {
             // file modified (docs/SEMANTICS.md).
             let times = size != m.size || m.pages > 0 || req.via_open_file || size == 0;
             if size <= m.size {
-                let removed = data.truncate(size);
+                let removed = data.truncate(size).map_err(|_| FsError::Io)?;
                 self.usage.uncharge_pages(removed);
                 m.pages -= removed;
                 self.usage.account_uid(m.uid, -(removed as i64), 0);

@@ -16,18 +16,67 @@
 //!   read as zeros. A 1 KiB file therefore uses 1 KiB of heap, not 4;
 //! - a file with only page 0 keeps it inline, without a map node.
 //!
-//! Each page is a separate allocation, so a later pager can move single
-//! pages out of memory.
+//! With a pager (`ram=`, core/pager), a page may also be compressed in RAM
+//! or on the backing store; every slot change is reported to the pager,
+//! which keeps the per-tier accounting. Without one, `home` is `None` and
+//! nothing of that costs anything.
+//!
+//! Each page is a separate allocation, so the pager can move single pages
+//! out of memory.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use super::types::PAGE_SIZE;
+use super::pager::backing::DiskRef;
+use super::pager::policy::PageId;
+use super::pager::{Cold, PageError, Pager};
+use super::types::{Ino, PAGE_SIZE};
+use crate::sync::{Arc, AtomicBool, Ordering};
 
 const PAGE: usize = PAGE_SIZE as usize;
 
-/// One page slot: `None` = allocated but unwritten (reads as zeros).
-type Page = Option<Box<[u8]>>;
+/// One page of a file.
+#[derive(Debug)]
+pub enum Slot {
+    /// Allocated by fallocate, never written: reads as zeros, a hole to SEEK_DATA.
+    Unwritten,
+    /// In RAM: the first `bytes.len()` bytes of the page (the rest read as
+    /// zeros). `refd`: read or written since the pager last looked.
+    Ram { bytes: Box<[u8]>, refd: AtomicBool },
+    /// Compressed in RAM (pager).
+    Zip(Arc<[u8]>),
+    /// On the backing store (pager).
+    Disk(DiskRef),
+}
+
+impl Slot {
+    fn ram(bytes: Box<[u8]>) -> Slot {
+        Slot::Ram { bytes, refd: AtomicBool::new(true) }
+    }
+
+    fn is_data(&self) -> bool {
+        !matches!(self, Slot::Unwritten)
+    }
+
+    fn cold(&self) -> Option<Cold> {
+        match self {
+            Slot::Zip(z) => Some(Cold::Zip(z.clone())),
+            Slot::Disk(r) => Some(Cold::Disk(*r)),
+            _ => None,
+        }
+    }
+
+    /// Whether this is still the cold page `c` (not freed and replaced meanwhile).
+    fn is(&self, c: &Cold) -> bool {
+        match (self, c) {
+            (Slot::Zip(a), Cold::Zip(b)) => Arc::ptr_eq(a, b),
+            (Slot::Disk(a), Cold::Disk(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+type Page = Slot;
 
 #[derive(Debug, Default)]
 enum Pages {
@@ -38,10 +87,42 @@ enum Pages {
     Many(BTreeMap<u64, Page>),
 }
 
+/// The pager a file's slots are accounted to, and the file's inode number.
+#[derive(Debug)]
+struct Home {
+    pager: Arc<Pager>,
+    ino: Ino,
+}
+
+/// What a write did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Bytes written (short when a limit stopped it).
+    pub bytes: usize,
+    /// Pages added (charged to `size=`).
+    pub added: u64,
+    /// Stopped because RAM is at the pager's ceiling: make room and go on.
+    pub ram_full: bool,
+    /// A paged-out page it had to read back could not be loaded.
+    pub error: bool,
+}
+
+/// What reclaim found at a page.
+#[derive(Debug)]
+pub enum EvictCandidate {
+    /// Resident and not referenced: a copy of its bytes.
+    Copy(Box<[u8]>),
+    /// Referenced since last time (the bit is now cleared).
+    Referenced,
+    /// Not resident (or empty: nothing to gain).
+    Stale,
+}
+
 /// The pages of one regular file.
 #[derive(Debug, Default)]
 pub struct FileData {
     pages: Pages,
+    home: Option<Box<Home>>,
 }
 
 /// Size of a page buffer that must hold `len` bytes.
@@ -54,7 +135,25 @@ fn page_of(off: u64) -> u64 {
     off / PAGE_SIZE
 }
 
+impl Drop for FileData {
+    fn drop(&mut self) {
+        if let Some(h) = &self.home {
+            match &self.pages {
+                Pages::Empty => {}
+                Pages::First(p) => h.pager.slot_removed(p),
+                Pages::Many(m) => m.values().for_each(|p| h.pager.slot_removed(p)),
+            }
+        }
+    }
+}
+
 impl FileData {
+    /// Account this file's pages to `pager` from now on (a new, empty file).
+    pub fn attach(&mut self, pager: Arc<Pager>, ino: Ino) {
+        debug_assert!(matches!(self.pages, Pages::Empty));
+        self.home = Some(Box::new(Home { pager, ino }));
+    }
+
     /// Number of allocated pages (written or unwritten).
     pub fn page_count(&self) -> u64 {
         match &self.pages {
@@ -80,8 +179,30 @@ impl FileData {
         }
     }
 
+    fn added(&self, idx: u64, slot: &Slot) {
+        if let Some(h) = &self.home {
+            h.pager.slot_added(PageId { ino: h.ino, idx }, slot);
+        }
+    }
+
+    fn removed(&self, slot: &Slot) {
+        if let Some(h) = &self.home {
+            h.pager.slot_removed(slot);
+        }
+    }
+
+    /// Put `new` at a present page `idx`, accounting both; returns the old slot.
+    fn replace(&mut self, idx: u64, new: Slot) -> Option<Slot> {
+        self.added(idx, &new);
+        let slot = self.get_mut(idx)?;
+        let old = std::mem::replace(slot, new);
+        self.removed(&old);
+        Some(old)
+    }
+
     /// Insert a page that is not present yet.
     fn insert(&mut self, idx: u64, page: Page) {
+        self.added(idx, &page);
         match std::mem::take(&mut self.pages) {
             Pages::Empty if idx == 0 => self.pages = Pages::First(page),
             Pages::Empty => self.pages = Pages::Many(BTreeMap::from([(idx, page)])),
@@ -97,22 +218,23 @@ impl FileData {
 
     /// Remove every page with index >= `from`; returns how many were removed.
     fn remove_from(&mut self, from: u64) -> u64 {
-        match &mut self.pages {
-            Pages::Empty => 0,
-            Pages::First(_) if from == 0 => {
-                self.pages = Pages::Empty;
-                1
-            }
-            Pages::First(_) => 0,
+        let gone: Vec<Page> = match &mut self.pages {
+            Pages::Empty => vec![],
+            Pages::First(_) if from == 0 => match std::mem::take(&mut self.pages) {
+                Pages::First(p) => vec![p],
+                _ => unreachable!("matched First above"),
+            },
+            Pages::First(_) => vec![],
             Pages::Many(m) => {
                 let tail = m.split_off(&from);
-                let removed = tail.len() as u64;
                 if m.is_empty() {
                     self.pages = Pages::Empty;
                 }
-                removed
+                tail.into_values().collect()
             }
-        }
+        };
+        gone.iter().for_each(|p| self.removed(p));
+        gone.len() as u64
     }
 
     /// Remove pages with index in `[from, to)`; returns how many were removed.
@@ -120,24 +242,24 @@ impl FileData {
         if from >= to {
             return 0;
         }
-        match &mut self.pages {
-            Pages::Empty => 0,
-            Pages::First(_) if from == 0 => {
-                self.pages = Pages::Empty;
-                1
-            }
-            Pages::First(_) => 0,
+        let gone: Vec<Page> = match &mut self.pages {
+            Pages::Empty => vec![],
+            Pages::First(_) if from == 0 => match std::mem::take(&mut self.pages) {
+                Pages::First(p) => vec![p],
+                _ => unreachable!("matched First above"),
+            },
+            Pages::First(_) => vec![],
             Pages::Many(m) => {
                 let doomed: Vec<u64> = m.range(from..to).map(|(k, _)| *k).collect();
-                for k in &doomed {
-                    m.remove(k);
-                }
+                let gone = doomed.iter().filter_map(|k| m.remove(k)).collect();
                 if m.is_empty() {
                     self.pages = Pages::Empty;
                 }
-                doomed.len() as u64
+                gone
             }
-        }
+        };
+        gone.iter().for_each(|p| self.removed(p));
+        gone.len() as u64
     }
 
     /// Indices of present pages in `[from, to)`, in order (none if `from >= to`).
@@ -158,111 +280,232 @@ impl FileData {
         }
     }
 
-    /// Read `len` bytes at `off` (the caller has clamped to the file size).
-    pub fn read(&self, off: u64, len: usize) -> Vec<u8> {
-        let mut out = vec![0u8; len];
+    /// Visit the present pages holding bytes of `[off, off+len)`.
+    fn visit(&self, off: u64, len: usize, f: &mut dyn FnMut(u64, &Page)) {
         if len == 0 {
-            return out;
+            return;
         }
         let end = off + len as u64;
-        let mut visit = |idx: u64, page: &Page| {
-            let Some(bytes) = page else { return };
-            let page_start = idx * PAGE_SIZE;
-            let from = off.max(page_start);
-            let to = end.min(page_start + bytes.len() as u64);
-            if from < to {
-                let src = &bytes[(from - page_start) as usize..(to - page_start) as usize];
-                out[(from - off) as usize..(to - off) as usize].copy_from_slice(src);
-            }
-        };
         match &self.pages {
             Pages::Empty => {}
-            Pages::First(p) => visit(0, p),
-            Pages::Many(m) => {
-                for (idx, page) in m.range(page_of(off)..=page_of(end - 1)) {
-                    visit(*idx, page);
+            Pages::First(p) => {
+                if off < PAGE_SIZE {
+                    f(0, p)
                 }
             }
+            Pages::Many(m) => m.range(page_of(off)..=page_of(end - 1)).for_each(|(i, p)| f(*i, p)),
+        }
+    }
+
+    /// Paged-out pages holding bytes of `[off, off+len)`, to load before a read.
+    pub fn cold_in(&self, off: u64, len: usize) -> Vec<(u64, Cold)> {
+        let mut out = vec![];
+        if self.home.is_some() {
+            self.visit(off, len, &mut |idx, p| out.extend(p.cold().map(|c| (idx, c))));
         }
         out
     }
 
+    /// Make page `idx` resident with `bytes`, loaded from `cold`, if it still is
+    /// that cold page. Returns whether it was installed.
+    pub fn install(&mut self, idx: u64, cold: &Cold, bytes: Box<[u8]>) -> bool {
+        if !self.get(idx).is_some_and(|s| s.is(cold)) {
+            return false;
+        }
+        self.replace(idx, Slot::ram(bytes));
+        true
+    }
+
+    /// Load page `idx` if it is paged out, under the caller's lock (the
+    /// fallback when a page went out again between load and install).
+    fn make_resident(&mut self, idx: u64) -> Result<(), PageError> {
+        let Some(cold) = self.get(idx).and_then(Slot::cold) else { return Ok(()) };
+        let Some(h) = &self.home else { return Err(PageError) };
+        let bytes = h.pager.load(&cold)?;
+        self.replace(idx, Slot::ram(bytes));
+        Ok(())
+    }
+
+    /// Read `len` bytes at `off` (the caller has clamped to the file size).
+    /// `Err` lists the paged-out pages the read needs: load them first.
+    pub fn read(&self, off: u64, len: usize) -> Result<Vec<u8>, Vec<(u64, Cold)>> {
+        self.read_counted(off, len, true)
+    }
+
+    /// `read`, counting pager hits or not (pages just loaded were misses).
+    fn read_counted(&self, off: u64, len: usize, count: bool) -> Result<Vec<u8>, Vec<(u64, Cold)>> {
+        let mut out = vec![0u8; len];
+        let mut cold = vec![];
+        let mut hits = 0;
+        self.visit(off, len, &mut |idx, page| match page {
+            Slot::Ram { bytes, refd } => {
+                if self.home.is_some() {
+                    refd.store(true, Ordering::Relaxed);
+                    hits += u64::from(count);
+                }
+                copy_out(&mut out, off, idx, bytes);
+            }
+            Slot::Unwritten => {}
+            _ => cold.extend(page.cold().map(|c| (idx, c))),
+        });
+        if !cold.is_empty() {
+            return Err(cold);
+        }
+        if let Some(h) = &self.home {
+            h.pager.hit(hits);
+        }
+        Ok(out)
+    }
+
+    /// Read, loading any paged-out page under the caller's write lock.
+    pub fn read_loading(&mut self, off: u64, len: usize) -> Result<Vec<u8>, PageError> {
+        let mut idxs = vec![];
+        self.visit(off, len, &mut |idx, page| {
+            if page.cold().is_some() {
+                idxs.push(idx)
+            }
+        });
+        for idx in idxs {
+            self.make_resident(idx)?;
+        }
+        self.read_counted(off, len, false).map_err(|_| PageError)
+    }
+
+    /// Whether `n` more bytes of RAM fit under the pager's ceiling.
+    fn admits(&self, n: usize) -> bool {
+        self.home.as_ref().is_none_or(|h| h.pager.admits(n as u64))
+    }
+
     /// Write `data` at `off`. Allocates pages as needed, asking `charge` for
-    /// each new one; stops at the first refusal. Returns (bytes written,
-    /// pages added). Bytes written is short only when `charge` refused.
-    pub fn write(&mut self, off: u64, data: &[u8], charge: &mut dyn FnMut() -> bool) -> (usize, u64) {
-        let mut done = 0usize;
-        let mut added = 0u64;
-        while done < data.len() {
-            let pos = off + done as u64;
+    /// each new one (`size=`); stops at the first refusal, or when the pager's
+    /// RAM ceiling is reached (`ram_full`: make room, then write the rest).
+    pub fn write(&mut self, off: u64, data: &[u8], charge: &mut dyn FnMut() -> bool) -> Written {
+        let mut w = Written::default();
+        while w.bytes < data.len() {
+            let pos = off + w.bytes as u64;
             let idx = page_of(pos);
             let in_page = (pos % PAGE_SIZE) as usize;
-            let n = (PAGE - in_page).min(data.len() - done);
-            let chunk = &data[done..done + n];
-            match self.get_mut(idx) {
-                Some(slot) => write_into(slot, in_page, chunk),
+            let n = (PAGE - in_page).min(data.len() - w.bytes);
+            let chunk = &data[w.bytes..w.bytes + n];
+            let whole = in_page == 0 && n == PAGE;
+            match self.get(idx).map(|s| matches!(s, Slot::Zip(_) | Slot::Disk(_))) {
+                Some(true) if whole => {
+                    if !self.admits(PAGE) {
+                        w.ram_full = true;
+                        break;
+                    }
+                    self.replace(idx, Slot::ram(Box::from(chunk)));
+                }
+                Some(cold) => {
+                    if cold && self.make_resident(idx).is_err() {
+                        w.error = true;
+                        break;
+                    }
+                    let have = match self.get(idx) {
+                        Some(Slot::Ram { bytes, .. }) => bytes.len(),
+                        _ => 0,
+                    };
+                    let want = if have >= in_page + n { have } else { buffer_len(in_page + n) };
+                    if !self.admits(want - have) {
+                        w.ram_full = true;
+                        break;
+                    }
+                    self.write_into(idx, in_page, chunk, want);
+                }
                 None => {
+                    let len = if whole { PAGE } else { buffer_len(in_page + n) };
+                    if !self.admits(len) {
+                        w.ram_full = true;
+                        break;
+                    }
                     if !charge() {
                         break;
                     }
-                    added += 1;
-                    let page = if in_page == 0 && n == PAGE {
+                    w.added += 1;
+                    let page = if whole {
                         Box::from(chunk)
                     } else {
-                        let mut b = vec![0u8; buffer_len(in_page + n)].into_boxed_slice();
+                        let mut b = vec![0u8; len].into_boxed_slice();
                         b[in_page..in_page + n].copy_from_slice(chunk);
                         b
                     };
-                    self.insert(idx, Some(page));
+                    self.insert(idx, Slot::ram(page));
                 }
             }
-            done += n;
+            w.bytes += n;
         }
-        (done, added)
+        w
+    }
+
+    /// Copy `chunk` into present page `idx` at `in_page`, its buffer `want`
+    /// bytes long (grown if needed; an unwritten page becomes data).
+    fn write_into(&mut self, idx: u64, in_page: usize, chunk: &[u8], want: usize) {
+        let end = in_page + chunk.len();
+        if let Some(Slot::Ram { bytes, refd }) = self.get_mut(idx) {
+            if bytes.len() >= end {
+                bytes[in_page..end].copy_from_slice(chunk);
+                refd.store(true, Ordering::Relaxed);
+                return;
+            }
+        }
+        let mut grown = vec![0u8; want].into_boxed_slice();
+        if let Some(Slot::Ram { bytes, .. }) = self.get(idx) {
+            grown[..bytes.len()].copy_from_slice(bytes);
+        }
+        grown[in_page..end].copy_from_slice(chunk);
+        self.replace(idx, Slot::ram(grown));
     }
 
     /// Cut the file to `size` bytes: drop pages past it and zero the tail of
     /// the last one. Returns pages removed.
-    pub fn truncate(&mut self, size: u64) -> u64 {
+    pub fn truncate(&mut self, size: u64) -> Result<u64, PageError> {
         let keep = size.div_ceil(PAGE_SIZE);
-        let removed = self.remove_from(keep);
         let rem = (size % PAGE_SIZE) as usize;
         if rem != 0 {
-            if let Some(Some(bytes)) = self.get_mut(keep - 1) {
+            self.make_resident(keep - 1)?;
+        }
+        let removed = self.remove_from(keep);
+        if rem != 0 {
+            if let Some(Slot::Ram { bytes, .. }) = self.get_mut(keep - 1) {
                 if bytes.len() > rem {
                     bytes[rem..].fill(0);
                 }
             }
         }
-        removed
+        Ok(removed)
     }
 
     /// Zero bytes `[off, off+len)`; pages wholly inside the range are freed
     /// (including pages preallocated past EOF). Returns pages removed.
-    pub fn punch_hole(&mut self, off: u64, len: u64) -> u64 {
+    pub fn punch_hole(&mut self, off: u64, len: u64) -> Result<u64, PageError> {
         let end = off.saturating_add(len);
         if off >= end {
-            return 0;
+            return Ok(0);
         }
         let first_full = off.div_ceil(PAGE_SIZE);
         let last_full = end / PAGE_SIZE; // exclusive
-        let removed = self.remove_range(first_full, last_full);
-        self.zero_partial(off, end);
-        removed
+        self.zero_partial(off, end)?;
+        Ok(self.remove_range(first_full, last_full))
     }
 
     /// Zero the bytes of the partial pages at the edges of `[off, end)`.
-    fn zero_partial(&mut self, off: u64, end: u64) {
+    fn zero_partial(&mut self, off: u64, end: u64) -> Result<(), PageError> {
         for idx in [page_of(off), page_of(end.saturating_sub(1))] {
             let page_start = idx * PAGE_SIZE;
-            if let Some(Some(bytes)) = self.get_mut(idx) {
-                let from = off.max(page_start) - page_start;
-                let to = (end.min(page_start + PAGE_SIZE) - page_start).min(bytes.len() as u64);
+            let from = off.max(page_start) - page_start;
+            let to = end.min(page_start + PAGE_SIZE) - page_start;
+            if from == 0 && to == PAGE_SIZE {
+                continue; // a whole page: the caller frees or resets it
+            }
+            self.make_resident(idx)?;
+            if let Some(Slot::Ram { bytes, .. }) = self.get_mut(idx) {
+                let to = to.min(bytes.len() as u64);
                 if from < to {
                     bytes[from as usize..to as usize].fill(0);
                 }
             }
         }
+        Ok(())
     }
 
     /// Pages in `[off, off+len)` not yet allocated.
@@ -289,12 +532,12 @@ impl FileData {
                 present.next();
                 // As shmem_get_folio: fallocating a page an earlier fallocate
                 // left unwritten initializes it, so it becomes data (zeros).
-                if let Some(slot @ None) = self.get_mut(idx) {
-                    *slot = Some(Box::default());
+                if matches!(self.get(idx), Some(Slot::Unwritten)) {
+                    self.replace(idx, Slot::ram(Box::default()));
                 }
                 continue;
             }
-            self.insert(idx, None);
+            self.insert(idx, Slot::Unwritten);
             added += 1;
         }
         added
@@ -302,20 +545,18 @@ impl FileData {
 
     /// Zero `[off, off+len)` and leave it allocated (FALLOC_FL_ZERO_RANGE);
     /// the caller has charged `missing_pages`. Returns pages added.
-    pub fn zero_range(&mut self, off: u64, len: u64) -> u64 {
+    pub fn zero_range(&mut self, off: u64, len: u64) -> Result<u64, PageError> {
         if len == 0 {
-            return 0;
+            return Ok(0);
         }
         let end = off + len;
+        self.zero_partial(off, end)?;
         let first_full = off.div_ceil(PAGE_SIZE);
         let last_full = end / PAGE_SIZE;
         for idx in self.indices_in(first_full, last_full) {
-            if let Some(slot) = self.get_mut(idx) {
-                *slot = None;
-            }
+            self.replace(idx, Slot::Unwritten);
         }
-        self.zero_partial(off, end);
-        self.allocate(off, len)
+        Ok(self.allocate(off, len))
     }
 
     /// SEEK_DATA: the first offset >= `off` inside written data, or None.
@@ -323,7 +564,7 @@ impl FileData {
         if off >= size {
             return None;
         }
-        let idx = self.next_page(page_of(off), |p| p.is_some())?;
+        let idx = self.next_page(page_of(off), Slot::is_data)?;
         let at = (idx * PAGE_SIZE).max(off);
         (at < size).then_some(at)
     }
@@ -334,7 +575,7 @@ impl FileData {
             return None;
         }
         let mut idx = page_of(off);
-        while self.get(idx).is_some_and(|p| p.is_some()) {
+        while self.get(idx).is_some_and(Slot::is_data) {
             idx += 1;
         }
         Some((idx * PAGE_SIZE).max(off).min(size))
@@ -350,18 +591,86 @@ impl FileData {
             }
         }
     }
+
+    // ---- for the pager's reclaim (core/reclaim.rs) ----
+
+    /// Look at page `idx` as an eviction candidate.
+    pub fn evict_candidate(&self, idx: u64) -> EvictCandidate {
+        match self.get(idx) {
+            Some(Slot::Ram { bytes, refd }) if !bytes.is_empty() => {
+                if refd.swap(false, Ordering::Relaxed) {
+                    EvictCandidate::Referenced
+                } else {
+                    EvictCandidate::Copy(bytes.clone())
+                }
+            }
+            _ => EvictCandidate::Stale,
+        }
+    }
+
+    /// Replace resident page `idx` by `new` if it still holds exactly `copy`
+    /// and was not referenced meanwhile; otherwise give `new` back.
+    pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot) -> Result<(), Slot> {
+        match self.get(idx) {
+            Some(Slot::Ram { bytes, refd }) if **bytes == *copy && !refd.load(Ordering::Relaxed) => {
+                self.replace(idx, new);
+                Ok(())
+            }
+            _ => Err(new),
+        }
+    }
+
+    /// The compressed bytes of page `idx`, if it is in the compressed tier.
+    pub fn zipped(&self, idx: u64) -> Option<Arc<[u8]>> {
+        match self.get(idx) {
+            Some(Slot::Zip(z)) => Some(z.clone()),
+            _ => None,
+        }
+    }
+
+    /// Move page `idx` from the compressed tier to the backing store at `r`
+    /// if it is still the compressed page `z`.
+    pub fn swap_zip_to_disk(&mut self, idx: u64, z: &Arc<[u8]>, r: DiskRef) -> bool {
+        if !self.get(idx).is_some_and(|s| s.is(&Cold::Zip(z.clone()))) {
+            return false;
+        }
+        self.replace(idx, Slot::Disk(r));
+        true
+    }
+
+    /// Whether page `idx` is resident (for scrubbing the pager's queues).
+    pub fn is_resident(&self, idx: u64) -> bool {
+        matches!(self.get(idx), Some(Slot::Ram { .. }))
+    }
+
+    /// Pages per tier: (resident, compressed, on the backing store).
+    pub fn tiers(&self) -> (u64, u64, u64) {
+        let mut t = (0, 0, 0);
+        let mut count = |p: &Page| match p {
+            Slot::Ram { .. } => t.0 += 1,
+            Slot::Zip(_) => t.1 += 1,
+            Slot::Disk(_) => t.2 += 1,
+            Slot::Unwritten => {}
+        };
+        match &self.pages {
+            Pages::Empty => {}
+            Pages::First(p) => count(p),
+            Pages::Many(m) => m.values().for_each(count),
+        }
+        t
+    }
 }
 
-/// Copy `chunk` into a present page at `in_page`, growing its buffer if needed.
-fn write_into(slot: &mut Page, in_page: usize, chunk: &[u8]) {
-    let end = in_page + chunk.len();
-    let bytes = slot.get_or_insert_with(|| vec![0u8; buffer_len(end)].into_boxed_slice());
-    if bytes.len() < end {
-        let mut grown = vec![0u8; buffer_len(end)].into_boxed_slice();
-        grown[..bytes.len()].copy_from_slice(bytes);
-        *bytes = grown;
+/// Copy the bytes of page `idx` that fall in the read at `off` into `out`.
+fn copy_out(out: &mut [u8], off: u64, idx: u64, bytes: &[u8]) {
+    let end = off + out.len() as u64;
+    let page_start = idx * PAGE_SIZE;
+    let from = off.max(page_start);
+    let to = end.min(page_start + bytes.len() as u64);
+    if from < to {
+        let src = &bytes[(from - page_start) as usize..(to - page_start) as usize];
+        out[(from - off) as usize..(to - off) as usize].copy_from_slice(src);
     }
-    bytes[in_page..end].copy_from_slice(chunk);
 }
 
 #[cfg(test)]
@@ -375,20 +684,20 @@ mod tests {
     #[test]
     fn small_file_uses_small_buffer_and_reads_back() {
         let mut d = FileData::default();
-        let (n, added) = d.write(0, &[7u8; 1000], &mut yes());
-        assert_eq!((n, added), (1000, 1));
-        assert!(matches!(&d.pages, Pages::First(Some(b)) if b.len() == 1024));
-        assert_eq!(d.read(0, 1000), vec![7u8; 1000]);
-        assert_eq!(d.read(990, 20)[10..], [0u8; 10]);
+        let w = d.write(0, &[7u8; 1000], &mut yes());
+        assert_eq!((w.bytes, w.added), (1000, 1));
+        assert!(matches!(&d.pages, Pages::First(Slot::Ram { bytes, .. }) if bytes.len() == 1024));
+        assert_eq!(d.read(0, 1000).unwrap(), vec![7u8; 1000]);
+        assert_eq!(d.read(990, 20).unwrap()[10..], [0u8; 10]);
     }
 
     #[test]
     fn sparse_write_far_away_costs_one_page() {
         let mut d = FileData::default();
-        let (_, added) = d.write(1 << 40, b"x", &mut yes());
+        let added = d.write(1 << 40, b"x", &mut yes()).added;
         assert_eq!(added, 1);
         assert_eq!(d.page_count(), 1);
-        assert_eq!(d.read((1 << 40) - 2, 3), vec![0, 0, b'x']);
+        assert_eq!(d.read((1 << 40) - 2, 3).unwrap(), vec![0, 0, b'x']);
     }
 
     #[test]
@@ -402,27 +711,27 @@ mod tests {
             budget -= 1;
             true
         };
-        let (n, added) = d.write(100, &[1u8; 3 * PAGE], &mut charge);
-        assert_eq!(added, 2);
-        assert_eq!(n, 2 * PAGE - 100);
+        let w = d.write(100, &[1u8; 3 * PAGE], &mut charge);
+        assert_eq!(w.added, 2);
+        assert_eq!(w.bytes, 2 * PAGE - 100);
     }
 
     #[test]
     fn truncate_zeroes_tail_so_regrow_reads_zero() {
         let mut d = FileData::default();
         d.write(0, &[9u8; 3 * PAGE], &mut yes());
-        assert_eq!(d.truncate(PAGE as u64 + 10), 1);
-        assert_eq!(d.read(PAGE as u64, 20)[..10], [9u8; 10]);
-        assert_eq!(d.read(PAGE as u64 + 10, 10), vec![0u8; 10]);
+        assert_eq!(d.truncate(PAGE as u64 + 10).unwrap(), 1);
+        assert_eq!(d.read(PAGE as u64, 20).unwrap()[..10], [9u8; 10]);
+        assert_eq!(d.read(PAGE as u64 + 10, 10).unwrap(), vec![0u8; 10]);
     }
 
     #[test]
     fn punch_hole_frees_inner_pages_and_zeroes_edges() {
         let mut d = FileData::default();
         d.write(0, &[5u8; 4 * PAGE], &mut yes());
-        let removed = d.punch_hole(100, 3 * PAGE as u64);
+        let removed = d.punch_hole(100, 3 * PAGE as u64).unwrap();
         assert_eq!(removed, 2);
-        let all = d.read(0, 4 * PAGE);
+        let all = d.read(0, 4 * PAGE).unwrap();
         assert!(all[..100].iter().all(|&b| b == 5));
         assert!(all[100..100 + 3 * PAGE].iter().all(|&b| b == 0));
         assert!(all[100 + 3 * PAGE..].iter().all(|&b| b == 5));
@@ -447,19 +756,19 @@ mod tests {
         assert_eq!(d.allocate(0, 2 * PAGE as u64), 2);
         assert_eq!(d.page_count(), 2);
         assert_eq!(d.seek_data(0, 2 * PAGE as u64), None);
-        assert_eq!(d.read(0, 10), vec![0u8; 10]);
+        assert_eq!(d.read(0, 10).unwrap(), vec![0u8; 10]);
         d.write(5, b"ab", &mut || panic!("no new page needed"));
-        assert_eq!(d.read(4, 4), vec![0, b'a', b'b', 0]);
+        assert_eq!(d.read(4, 4).unwrap(), vec![0, b'a', b'b', 0]);
     }
 
     #[test]
     fn ranges_inside_one_page_do_not_panic() {
         let mut d = FileData::default();
         d.write(0, &[3u8; 3 * PAGE], &mut yes());
-        assert_eq!(d.zero_range(1000, 500), 0);
-        assert_eq!(d.punch_hole(5000, 10), 0);
-        assert_eq!(d.read(995, 10), [3, 3, 3, 3, 3, 0, 0, 0, 0, 0]);
-        assert_eq!(d.read(4999, 12)[..2], [3, 0]);
+        assert_eq!(d.zero_range(1000, 500).unwrap(), 0);
+        assert_eq!(d.punch_hole(5000, 10).unwrap(), 0);
+        assert_eq!(d.read(995, 10).unwrap(), [3, 3, 3, 3, 3, 0, 0, 0, 0, 0]);
+        assert_eq!(d.read(4999, 12).unwrap()[..2], [3, 0]);
     }
 
     #[test]
@@ -470,17 +779,17 @@ mod tests {
         assert_eq!(d.allocate(0, 10_000), 1);
         assert_eq!(d.seek_hole(1, 5096), Some(5096));
         assert_eq!(d.seek_data(0, 20_000), Some(0));
-        assert_eq!(d.read(0, 8), vec![0u8; 8]);
+        assert_eq!(d.read(0, 8).unwrap(), vec![0u8; 8]);
     }
 
     #[test]
     fn zero_range_keeps_allocation() {
         let mut d = FileData::default();
         d.write(0, &[3u8; 2 * PAGE], &mut yes());
-        let added = d.zero_range(10, PAGE as u64 * 3);
+        let added = d.zero_range(10, PAGE as u64 * 3).unwrap();
         assert_eq!(added, 2);
         assert_eq!(d.page_count(), 4);
-        let all = d.read(0, 2 * PAGE);
+        let all = d.read(0, 2 * PAGE).unwrap();
         assert!(all[..10].iter().all(|&b| b == 3));
         assert!(all[10..].iter().all(|&b| b == 0));
     }

@@ -45,6 +45,9 @@ pub enum FsError {
     Stale,
     /// No such ioctl for this file (ENOTTY).
     NoIoctl,
+    /// A paged-out page could not be read back intact: the backing store
+    /// failed or its checksum did not match (EIO, for that request only).
+    Io,
 }
 
 impl fmt::Display for FsError {

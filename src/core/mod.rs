@@ -30,6 +30,8 @@ mod error;
 pub mod fileattr;
 pub mod inode;
 mod namei;
+pub mod pager;
+mod reclaim;
 mod rw;
 pub mod types;
 pub mod usage;
@@ -68,6 +70,8 @@ pub struct FsConfig {
     pub dir_index: DirIndex,
     /// A name in the root directory no file may take (the control directory's).
     pub reserved_name: Option<Vec<u8>>,
+    /// The pager (`ram=`, `compress=`, `backing=`); `None`: every page stays in RAM.
+    pub pager: Option<Arc<pager::Pager>>,
 }
 
 impl FsConfig {
@@ -82,6 +86,7 @@ impl FsConfig {
             noatime: false,
             dir_index: DirIndex::default(),
             reserved_name: None,
+            pager: None,
         }
     }
 }
@@ -109,6 +114,8 @@ pub struct Fs {
     /// O_TMPFILE inodes that have never had a name: the only inodes with no
     /// links that link(2) may name (the kernel's I_LINKABLE). A leaf lock.
     linkable: Mutex<HashSet<Ino>>,
+    /// Tiers below RAM for file pages (core/pager); `None` without `ram=`.
+    pager: Option<Arc<pager::Pager>>,
 }
 
 impl Fs {
@@ -125,6 +132,7 @@ impl Fs {
             no_data: AtomicBool::new(false),
             orphans: AtomicU64::new(0),
             linkable: Mutex::new(HashSet::new()),
+            pager: cfg.pager,
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.
@@ -196,8 +204,11 @@ impl Fs {
     }
 
     /// Allocate an inode number and register a new inode (already charged).
-    fn register(&self, kind: Kind, meta: Meta, content: Content) -> Arc<Inode> {
+    fn register(&self, kind: Kind, meta: Meta, mut content: Content) -> Arc<Inode> {
         let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
+        if let (Content::File(data), Some(p)) = (&mut content, &self.pager) {
+            data.get_mut().attach(p.clone(), ino);
+        }
         let inode = Arc::new(Inode::new(ino, kind, meta, content, self.usage.clone()));
         self.inodes.insert(ino, inode.clone());
         inode
@@ -277,6 +288,26 @@ impl Fs {
 
     pub fn no_data(&self) -> bool {
         self.no_data.load(Ordering::Acquire)
+    }
+
+    /// The pager's figures, if this mount has one.
+    pub fn pager_stats(&self) -> Option<pager::PagerStats> {
+        self.pager.as_ref().map(|p| p.stats())
+    }
+
+    /// Change `ram=` live (bytes, 0 = no ceiling); EINVAL without a pager.
+    /// A lower ceiling is reached by paging out at once, as far as possible.
+    pub fn set_ram_limit(&self, bytes: u64) -> FsResult<()> {
+        let p = self.pager.as_ref().ok_or(FsError::Invalid)?;
+        p.set_limit(bytes);
+        self.make_room(0);
+        Ok(())
+    }
+
+    /// Pages of file `ino` in each tier: (resident, compressed, backing store).
+    pub fn tiers(&self, ino: Ino) -> FsResult<(u64, u64, u64)> {
+        let inode = self.get(ino)?;
+        Ok(inode.file().map_or((0, 0, 0), |f| f.read().tiers()))
     }
 
     /// Whether `name` in `parent` is the reserved control-directory name.

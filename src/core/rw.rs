@@ -5,11 +5,14 @@
 //! returns pages through the mount's `Usage` in the same step, so the
 //! pages counted in metadata always equal the pages stored.
 
-use super::data::FileData;
-use super::inode::Inode;
-use super::types::{Caller, Ino, Kind, Timespec, MAX_FILE_SIZE};
+use super::data::{FileData, Written};
+use super::inode::{Inode, Meta};
+use super::types::{Caller, Ino, Kind, Timespec, MAX_FILE_SIZE, PAGE_SIZE};
 use super::{Fs, FsError, FsResult};
 use crate::sync::{Arc, RwLock};
+
+/// Pages a writer at the RAM ceiling makes room for at a time.
+const RECLAIM_BATCH: u64 = 32;
 
 /// fallocate(2) modes memfs supports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,42 +43,72 @@ impl Fs {
     /// Read up to `size` bytes at `off`; short at end of file.
     pub fn read(&self, ino: Ino, off: u64, size: u32) -> FsResult<Vec<u8>> {
         let inode = self.file(ino)?;
-        let data = data_lock(&inode).read();
+        let lock = data_lock(&inode);
+        let len = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size)) as usize;
+        let data = lock.read();
         let mut m = inode.meta();
-        let len = m.size.saturating_sub(off).min(u64::from(size)) as usize;
+        let n = len(&m);
         self.read_accessed(&mut m);
         drop(m);
-        Ok(data.read(off, len))
+        let cold = match data.read(off, n) {
+            Ok(bytes) => return Ok(bytes),
+            Err(cold) => cold,
+        };
+        // Paged-out pages: load them with no lock held, then install them
+        // and read under the write lock, so they cannot leave in between.
+        drop(data);
+        let pages = self.load_cold(&cold).map_err(|_| FsError::Io)?;
+        let mut data = lock.write();
+        Fs::install_loaded(&mut data, &cold, pages);
+        let n = len(&inode.meta());
+        data.read_loading(off, n).map_err(|_| FsError::Io)
     }
 
-    /// Write `buf` at `off`. A write that only partly fits in `size=` is
-    /// short; one of which nothing fits fails with ENOSPC.
+    /// Write `buf` at `off`. A write that only partly fits in `size=` (or,
+    /// with a pager and no room left to page out to, in `ram=`) is short;
+    /// one of which nothing fits fails with ENOSPC.
     pub fn write(&self, ino: Ino, off: u64, buf: &[u8], caller: &Caller) -> FsResult<usize> {
         let inode = self.file(ino)?;
         if off >= MAX_FILE_SIZE && !buf.is_empty() {
             return Err(FsError::FileTooBig);
         }
         let room = (MAX_FILE_SIZE - off).min(buf.len() as u64) as usize;
-        let mut data = data_lock(&inode).write();
-        let (written, added) = if self.no_data() {
-            (room, 0) // bytes discarded, size kept (tunable no_data)
-        } else {
-            data.write(off, &buf[..room], &mut || self.usage.charge_pages(1))
-        };
-        let mut m = inode.meta();
-        m.pages += added;
-        self.usage.account_uid(m.uid, added as i64, 0);
-        if written > 0 {
-            m.size = m.size.max(off + written as u64);
+        let lock = data_lock(&inode);
+        let mut written = 0;
+        let mut failed = false;
+        loop {
+            let mut data = lock.write();
+            let w = if self.no_data() {
+                Written { bytes: room, ..Default::default() } // bytes discarded, size kept (tunable no_data)
+            } else {
+                data.write(off + written as u64, &buf[written..room], &mut || self.usage.charge_pages(1))
+            };
+            written += w.bytes;
+            let mut m = inode.meta();
+            m.pages += w.added;
+            self.usage.account_uid(m.uid, w.added as i64, 0);
+            if written > 0 {
+                m.size = m.size.max(off + written as u64);
+            }
+            drop(m);
+            drop(data);
+            failed |= w.error;
+            // At the RAM ceiling: page others out (no lock held), go on.
+            let batch = ((room - written) as u64).div_ceil(PAGE_SIZE).clamp(1, RECLAIM_BATCH) * PAGE_SIZE;
+            if !w.ram_full || written >= room || !self.make_room(batch) {
+                break;
+            }
         }
         if !buf.is_empty() {
             // As tmpfs (file_modified before copying): even a write that
             // fails with ENOSPC sets mtime/ctime and clears set-id bits.
+            let mut m = inode.meta();
             m.touch_modified(Timespec::now());
             m.kill_privs(caller);
         }
-        drop(m);
+        self.scrub_pager_queues();
         match (written, buf.len()) {
+            (0, _) if failed => Err(FsError::Io),
             (0, n) if n > 0 => Err(FsError::NoSpace),
             (w, _) => Ok(w),
         }
@@ -93,7 +126,7 @@ impl Fs {
             if !mode.keep_size || mode.zero_range {
                 return Err(FsError::NotSupported);
             }
-            let removed = data.punch_hole(off, len);
+            let removed = data.punch_hole(off, len).map_err(|_| FsError::Io)?;
             self.usage.uncharge_pages(removed);
             let mut m = inode.meta();
             m.pages -= removed;
@@ -105,7 +138,17 @@ impl Fs {
         if !self.usage.charge_pages(missing) {
             return Err(FsError::NoSpace);
         }
-        let added = if mode.zero_range { data.zero_range(off, len) } else { data.allocate(off, len) };
+        let added = if mode.zero_range {
+            match data.zero_range(off, len) {
+                Ok(added) => added,
+                Err(_) => {
+                    self.usage.uncharge_pages(missing);
+                    return Err(FsError::Io);
+                }
+            }
+        } else {
+            data.allocate(off, len)
+        };
         debug_assert_eq!(added, missing);
         let mut m = inode.meta();
         m.pages += added;

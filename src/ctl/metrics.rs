@@ -5,6 +5,7 @@
 //!
 //! Owns the declarations only; `render.rs` and `prometheus.rs` format them.
 
+use crate::core::pager::PagerStats;
 use crate::core::types::PAGE_SIZE;
 use crate::core::usage::INODE_COST;
 use crate::core::{Fs, UsageSnapshot};
@@ -21,6 +22,8 @@ pub struct View<'a> {
     pub snapshots: usize,
     /// Where this memfs is mounted (the `mountpoint` label in Prometheus).
     pub mountpoint: &'a str,
+    /// The pager's figures (all zero without `ram=`).
+    pub pager: PagerStats,
 }
 
 /// Prometheus metric type.
@@ -142,6 +145,137 @@ pub const IO: &[Scalar] = &[
     },
 ];
 
+/// `stats/pager`: the tiers under `ram=` (core/pager). All zero without a pager.
+pub const PAGER: &[Scalar] = &[
+    Scalar {
+        key: "ram_limit_bytes",
+        metric: "memfs_pager_ram_limit_bytes",
+        kind: MetricType::Gauge,
+        help: "The RAM ceiling for file data (ram= or swappct=); 0 = no pager, every page stays in RAM.",
+        get: |v| v.pager.ram_limit_bytes,
+    },
+    Scalar {
+        key: "ram_bytes",
+        metric: "memfs_pager_ram_bytes",
+        kind: MetricType::Gauge,
+        help: "RAM held by file data under the ceiling: resident bytes plus compressed bytes.",
+        get: |v| v.pager.ram_bytes(),
+    },
+    Scalar {
+        key: "resident_pages",
+        metric: "memfs_pager_resident_pages",
+        kind: MetricType::Gauge,
+        help: "Pages held uncompressed in RAM.",
+        get: |v| v.pager.resident_pages,
+    },
+    Scalar {
+        key: "resident_bytes",
+        metric: "memfs_pager_resident_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes of those pages (a small file's page holds only what it needs).",
+        get: |v| v.pager.resident_bytes,
+    },
+    Scalar {
+        key: "compressed_pages",
+        metric: "memfs_pager_compressed_pages",
+        kind: MetricType::Gauge,
+        help: "Pages held compressed in RAM.",
+        get: |v| v.pager.compressed_pages,
+    },
+    Scalar {
+        key: "compressed_original_bytes",
+        metric: "memfs_pager_compressed_original_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes those pages hold once decompressed.",
+        get: |v| v.pager.compressed_original_bytes,
+    },
+    Scalar {
+        key: "compressed_bytes",
+        metric: "memfs_pager_compressed_bytes",
+        kind: MetricType::Gauge,
+        help: "RAM those compressed pages take (ratio = compressed_original_bytes / compressed_bytes).",
+        get: |v| v.pager.compressed_bytes,
+    },
+    Scalar {
+        key: "backing_pages",
+        metric: "memfs_pager_backing_pages",
+        kind: MetricType::Gauge,
+        help: "Pages on the backing store (each in a 4 KiB slot, compressed or not).",
+        get: |v| v.pager.backing_pages,
+    },
+    Scalar {
+        key: "backing_bytes",
+        metric: "memfs_pager_backing_bytes",
+        kind: MetricType::Gauge,
+        help: "Backing-store space in use, in 4 KiB slots.",
+        get: |v| v.pager.backing_pages.saturating_mul(PAGE_SIZE),
+    },
+    Scalar {
+        key: "backing_capacity_bytes",
+        metric: "memfs_pager_backing_capacity_bytes",
+        kind: MetricType::Gauge,
+        help:
+            "Size of a block-device backing store; 0 for a directory (a file that grows until its file system is full).",
+        get: |v| v.pager.backing_capacity_pages.saturating_mul(PAGE_SIZE),
+    },
+    Scalar {
+        key: "hits_total",
+        metric: "memfs_pager_hits_total",
+        kind: MetricType::Counter,
+        help: "Resident pages read through memfs (reads served from the kernel page cache are not seen).",
+        get: |v| v.pager.hits,
+    },
+    Scalar {
+        key: "misses_total",
+        metric: "memfs_pager_misses_total",
+        kind: MetricType::Counter,
+        help: "Pages a request needed from the compressed tier or the backing store.",
+        get: |v| v.pager.misses,
+    },
+    Scalar {
+        key: "page_ins_total",
+        metric: "memfs_pager_page_ins_total",
+        kind: MetricType::Counter,
+        help: "Pages loaded back into RAM intact.",
+        get: |v| v.pager.page_ins,
+    },
+    Scalar {
+        key: "page_outs_total",
+        metric: "memfs_pager_page_outs_total",
+        kind: MetricType::Counter,
+        help: "Pages written to the backing store.",
+        get: |v| v.pager.page_outs,
+    },
+    Scalar {
+        key: "evictions_total",
+        metric: "memfs_pager_evictions_total",
+        kind: MetricType::Counter,
+        help: "Resident pages moved out of RAM (compressed, or straight to the backing store).",
+        get: |v| v.pager.evictions,
+    },
+    Scalar {
+        key: "checksum_errors_total",
+        metric: "memfs_pager_checksum_errors_total",
+        kind: MetricType::Counter,
+        help: "Pages that came back damaged (checksum or decompression failed); each read of one got EIO.",
+        get: |v| v.pager.checksum_errors,
+    },
+    Scalar {
+        key: "io_errors_total",
+        metric: "memfs_pager_io_errors_total",
+        kind: MetricType::Counter,
+        help: "Backing-store reads or writes that failed with an I/O error.",
+        get: |v| v.pager.io_errors,
+    },
+    Scalar {
+        key: "backing_full_total",
+        metric: "memfs_pager_backing_full_total",
+        kind: MetricType::Counter,
+        help: "Page-outs refused because the backing store was full.",
+        get: |v| v.pager.backing_full,
+    },
+];
+
 /// Per-operation histogram (`stats/ops`, `stats/latency`).
 pub const OP_DURATION_METRIC: &str = "memfs_op_duration_seconds";
 pub const OP_DURATION_HELP: &str =
@@ -159,7 +293,7 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_help_is_one_line() {
-        let all: Vec<&Scalar> = USAGE.iter().chain(IO).collect();
+        let all: Vec<&Scalar> = USAGE.iter().chain(IO).chain(PAGER).collect();
         let mut keys: Vec<_> = all.iter().map(|s| s.key).collect();
         let mut metrics: Vec<_> = all.iter().map(|s| s.metric).collect();
         keys.sort();

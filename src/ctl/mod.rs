@@ -147,6 +147,7 @@ impl Ctl {
             stats: &self.stats,
             snapshots: self.snapshots.len(),
             mountpoint: &self.cfg.mountpoint,
+            pager: self.fs.pager_stats().unwrap_or_default(),
         }
     }
 

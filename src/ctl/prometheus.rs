@@ -8,8 +8,8 @@
 use std::fmt::Write;
 
 use super::metrics::{
-    MetricType, View, IO, OP_DURATION_HELP, OP_DURATION_METRIC, UID_BYTES_HELP, UID_BYTES_METRIC, UID_INODES_HELP,
-    UID_INODES_METRIC, USAGE,
+    MetricType, View, IO, OP_DURATION_HELP, OP_DURATION_METRIC, PAGER, UID_BYTES_HELP, UID_BYTES_METRIC,
+    UID_INODES_HELP, UID_INODES_METRIC, USAGE,
 };
 use super::stats::{bucket_bound_ns, BOUNDED_BUCKETS};
 use crate::core::types::PAGE_SIZE;
@@ -41,7 +41,7 @@ fn seconds(ns: u64) -> String {
 pub fn render(v: &View) -> String {
     let mut out = String::new();
     let mp = format!("mountpoint=\"{}\"", escape(v.mountpoint));
-    for s in USAGE.iter().chain(IO) {
+    for s in USAGE.iter().chain(IO).chain(PAGER) {
         family(&mut out, s.metric, s.kind.name(), s.help);
         let _ = writeln!(out, "{}{{{mp}}} {}", s.metric, (s.get)(v));
     }
@@ -85,7 +85,14 @@ mod tests {
         let stats = Stats::default();
         stats.record(Op::Write, 1_500);
         stats.record(Op::Write, 100);
-        let v = View { fs: &fs, usage: fs.usage(), stats: &stats, snapshots: 0, mountpoint: "/a \"b\"\\" };
+        let v = View {
+            fs: &fs,
+            usage: fs.usage(),
+            stats: &stats,
+            snapshots: 0,
+            mountpoint: "/a \"b\"\\",
+            pager: Default::default(),
+        };
         let text = render(&v);
         assert!(text.contains("memfs_data_limit_bytes{mountpoint=\"/a \\\"b\\\"\\\\\"} 0\n"), "{text}");
         assert!(text.contains("# TYPE memfs_op_duration_seconds histogram\n"));

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::metrics::{Scalar, View, IO, USAGE};
+use super::metrics::{Scalar, View, IO, PAGER, USAGE};
 use super::prometheus;
 use super::stats::{bucket_bound_ns, OpSnapshot, BOUNDED_BUCKETS};
 use super::tunables::TUNABLES;
@@ -35,6 +35,11 @@ pub const STAT_FILES: &[StatFile] = &[
         help: "per FUSE operation: latency histogram, requests per bucket; the header gives each bucket's bound in ns",
         render: latency,
     },
+    StatFile {
+        name: "pager",
+        help: "the tiers under ram=: RAM, compressed, backing store; hits, page-ins, page-outs, errors",
+        render: pager,
+    },
     StatFile { name: "uid", help: "data bytes and inodes owned by each uid", render: uid },
     StatFile {
         name: "prometheus",
@@ -58,6 +63,12 @@ fn usage(v: &View) -> String {
 fn io(v: &View) -> String {
     let mut out = String::new();
     scalars(&mut out, v, IO);
+    out
+}
+
+fn pager(v: &View) -> String {
+    let mut out = String::new();
+    scalars(&mut out, v, PAGER);
     out
 }
 
@@ -119,7 +130,7 @@ fn stats_readme(_: &View) -> String {
     for f in STAT_FILES {
         let _ = writeln!(out, "  {:<12} {}", f.name, f.help);
     }
-    for (file, table) in [("usage", USAGE), ("io", IO)] {
+    for (file, table) in [("usage", USAGE), ("io", IO), ("pager", PAGER)] {
         let _ = writeln!(out, "\n{file}:");
         for s in table {
             let _ = writeln!(out, "  {:<18} {}", s.key, s.help);
@@ -161,7 +172,14 @@ mod tests {
         let stats = Stats::default();
         stats.record(Op::Lookup, 3000);
         stats.record(Op::Lookup, 5000);
-        let v = View { fs: &fs, usage: fs.usage(), stats: &stats, snapshots: 2, mountpoint: "/mnt/x" };
+        let v = View {
+            fs: &fs,
+            usage: fs.usage(),
+            stats: &stats,
+            snapshots: 2,
+            mountpoint: "/mnt/x",
+            pager: Default::default(),
+        };
         f(&v)
     }
 
@@ -201,7 +219,7 @@ mod tests {
             for f in STAT_FILES {
                 assert!(r.contains(f.name));
             }
-            for s in USAGE.iter().chain(IO) {
+            for s in USAGE.iter().chain(IO).chain(PAGER) {
                 assert!(r.contains(s.key));
             }
             let o = opts_readme(v);

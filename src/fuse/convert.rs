@@ -29,6 +29,7 @@ pub fn errno(e: FsError) -> Errno {
         FsError::NoDataAtOffset => libc::ENXIO,
         FsError::Stale => libc::ESTALE,
         FsError::NoIoctl => libc::ENOTTY,
+        FsError::Io => libc::EIO,
     })
 }
 

@@ -1,0 +1,437 @@
+//! The pager: a RAM ceiling per mount, cold pages compressed and paged out
+//! to a backing store of the mount's own.
+//!
+//! # Design
+//!
+//! A file's pages are indexed by `FileData` (data.rs); each page slot is in
+//! one of four states, and this module owns the accounting, the policy and
+//! the tiers behind them:
+//!
+//! ```text
+//!            write / page-in                evict (compressible)
+//!   (none) -----------------> Ram ---------------------------------> Zip
+//!                              |  ^                                   |
+//!                              |  |  page-in (decompress)             | write back
+//!       evict (incompressible) |  +-----------------------------------+ (oldest first)
+//!                              v  |  page-in (read, check, decompress) v
+//!                             Disk <----------------------------------+
+//! ```
+//!
+//! - **Ram**: the bytes in the daemon's heap, as without a pager. Each slot
+//!   has a reference bit that every read and write sets, lock-free.
+//! - **Zip**: compressed in RAM (`compress=`, lz4 by default). A page that
+//!   does not save an eighth of its size skips this tier.
+//! - **Disk**: in a slot of the backing store (`backing=`), with a crc32c;
+//!   a mismatch gives EIO for that read and a counter, never wrong bytes.
+//! - **Unwritten** (fallocated, never written) costs no RAM in any tier.
+//!
+//! `ram=` bounds Ram + Zip bytes together (`ram_bytes`). `size=` stays the
+//! logical capacity and may exceed `ram=` when there is a backing store.
+//!
+//! ## What is counted where
+//!
+//! Every change of a slot goes through `FileData`, which reports the slot
+//! that leaves and the slot that arrives to [`Pager::slot_removed`] and
+//! [`Pager::slot_added`]; those keep the per-tier page and byte counts and
+//! give backing slots back. So the figures in `stats/pager` are the sums
+//! over all slots, by construction; a file's drop removes all its slots.
+//!
+//! ## Policy: S3-FIFO (policy.rs), and why it is scan-resistant
+//!
+//! New resident pages enter a small FIFO; only pages referenced again while
+//! there move to the main CLOCK. A sequential pass over files larger than
+//! the ceiling flows through the small queue and out, leaving the hot set
+//! in main alone. Compressed pages are written back oldest first once the
+//! compressed tier holds more than half the ceiling ([`ZIP_SHARE_PCT`]).
+//!
+//! ## Hits the kernel page cache serves
+//!
+//! With the kernel's page cache on (today's default), a read served from it
+//! never reaches memfs, so the policy cannot see it. It need not: such a page
+//! is held by the kernel, and memfs's copy of it is cold *as far as memfs
+//! is concerned*; memfs's tiers act as a victim cache behind the kernel's.
+//! When the kernel drops the page (memory pressure, drop_caches), the next
+//! read misses, reaches memfs, and sets the bit. The price is that the
+//! kernel's cached copy is outside `ram=`: a later `cache=metadata`, or
+//! passthrough to a memory file, removes that second copy.
+//!
+//! ## Locks
+//!
+//! - `FileData` locks (the file's content lock) guard slots. Reclaim looks
+//!   at a victim's slot under `try_write` (a busy file is skipped, never
+//!   waited for), copies the page and lets go; compression and disk I/O run
+//!   with no lock held; then it takes the lock again and swaps the slot only
+//!   if the page is unchanged and unreferenced. A reader of a resident page
+//!   never waits for another file's page-out.
+//! - `reclaim` serializes reclaimers; it is taken with no other lock held.
+//! - `policy` and `zipq` are leaves: held for a queue operation only, and
+//!   taken under a file's content lock (a page became resident).
+//! - Page-in for reads and writes: collect the cold slots under the read
+//!   lock, load (read, check, decompress) with no lock, then install under
+//!   the write lock those still unchanged and serve the request under that
+//!   same lock, so the loaded pages cannot leave before they are used. The
+//!   one exception: truncate, hole punch and zero-range that cut inside a
+//!   paged-out page load that page (at most two per call) under the file's
+//!   lock.
+//!
+//! ## Pressure
+//!
+//! A write that needs RAM beyond the ceiling lets go of its file, runs
+//! reclaim until its pages fit, and goes on; if nothing can leave RAM (no
+//! backing store and nothing compresses, or the backing store is full), the
+//! write stops there: short, or ENOSPC when nothing fit. A page-in always
+//! proceeds (a read never fails for want of RAM): reclaim first makes room
+//! for it, and the ceiling can be passed by at most the pages of the
+//! requests in flight. An I/O error of the backing store fails only the
+//! pages concerned (EIO) and is counted.
+//!
+//! ## Later
+//!
+//! The RAM tier uses one heap allocation per page today (as before the
+//! pager). The page store's next steps, in order: arenas of large mmap'd
+//! regions with reusable slots (so RSS follows `ram_bytes` exactly), a large
+//! file's resident pages in a memory file of its own (memfd) that FUSE
+//! passthrough can hand to the kernel, NUMA placement of those arenas.
+
+pub mod backing;
+pub mod codec;
+pub mod policy;
+
+use std::collections::VecDeque;
+
+use backing::{Backing, DiskRef, LoadError};
+use codec::Codec;
+use policy::{PageId, Queue, S3Fifo, Verdict};
+
+use super::data::Slot;
+use super::types::PAGE_SIZE;
+use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, Mutex, Ordering};
+
+/// Most of the ceiling the compressed tier may hold when there is a backing
+/// store; past it the oldest compressed pages are written back.
+pub const ZIP_SHARE_PCT: u64 = 50;
+
+/// Settings of a mount's pager.
+#[derive(Debug)]
+pub struct PagerConfig {
+    /// `ram=`: ceiling in bytes for resident and compressed pages (0 = none).
+    pub ram: u64,
+    pub codec: Codec,
+    pub backing: Option<Backing>,
+}
+
+/// A page that is not resident: what a page-in needs to load it.
+#[derive(Clone, Debug)]
+pub enum Cold {
+    Zip(Arc<[u8]>),
+    Disk(DiskRef),
+}
+
+/// Why a page could not be loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageError;
+
+/// Figures for `stats/pager`, `memfs stat` and prometheus.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PagerStats {
+    pub ram_limit_bytes: u64,
+    pub codec: String,
+    pub backing: String,
+    pub resident_pages: u64,
+    pub resident_bytes: u64,
+    pub compressed_pages: u64,
+    pub compressed_original_bytes: u64,
+    pub compressed_bytes: u64,
+    pub backing_pages: u64,
+    pub backing_capacity_pages: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub page_ins: u64,
+    pub page_outs: u64,
+    pub evictions: u64,
+    pub checksum_errors: u64,
+    pub io_errors: u64,
+    pub backing_full: u64,
+}
+
+impl PagerStats {
+    /// RAM used by file data: resident plus compressed bytes.
+    pub fn ram_bytes(&self) -> u64 {
+        self.resident_bytes + self.compressed_bytes
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    resident_pages: AtomicI64,
+    resident_bytes: AtomicI64,
+    zip_pages: AtomicI64,
+    zip_bytes: AtomicI64,
+    zip_orig_bytes: AtomicI64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    page_ins: AtomicU64,
+    page_outs: AtomicU64,
+    evictions: AtomicU64,
+    checksum_errors: AtomicU64,
+    io_errors: AtomicU64,
+    backing_full: AtomicU64,
+}
+
+fn get(a: &AtomicI64) -> u64 {
+    a.load(Ordering::Relaxed).max(0) as u64
+}
+
+fn bump(a: &AtomicU64, n: u64) {
+    a.fetch_add(n, Ordering::Relaxed);
+}
+
+/// The pager of one mount.
+#[derive(Debug)]
+pub struct Pager {
+    limit: AtomicU64,
+    codec: Mutex<Codec>,
+    backing: Option<Backing>,
+    policy: Mutex<S3Fifo>,
+    /// Compressed pages, oldest first, for write-back (only with a backing store).
+    zipq: Mutex<VecDeque<PageId>>,
+    /// Serializes reclaimers (taken with no other lock held).
+    reclaim: Mutex<()>,
+    /// Queues hold many more ids than pages exist: drop the stale ones.
+    scrub_wanted: AtomicBool,
+    c: Counters,
+}
+
+impl Pager {
+    pub fn new(cfg: PagerConfig) -> Pager {
+        Pager {
+            limit: AtomicU64::new(cfg.ram),
+            codec: Mutex::new(cfg.codec),
+            backing: cfg.backing,
+            policy: Mutex::new(S3Fifo::default()),
+            zipq: Mutex::new(VecDeque::new()),
+            reclaim: Mutex::new(()),
+            scrub_wanted: AtomicBool::new(false),
+            c: Counters::default(),
+        }
+    }
+
+    /// The ceiling in bytes (0 = none).
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    pub fn set_limit(&self, bytes: u64) {
+        self.limit.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn codec(&self) -> Codec {
+        *self.codec.lock()
+    }
+
+    pub fn set_codec(&self, codec: Codec) {
+        *self.codec.lock() = codec;
+    }
+
+    pub fn backing(&self) -> Option<&Backing> {
+        self.backing.as_ref()
+    }
+
+    /// Resident plus compressed bytes.
+    pub fn ram_bytes(&self) -> u64 {
+        get(&self.c.resident_bytes) + get(&self.c.zip_bytes)
+    }
+
+    /// Whether `bytes` more RAM fit under the ceiling now.
+    pub fn admits(&self, bytes: u64) -> bool {
+        let limit = self.limit();
+        limit == 0 || bytes == 0 || self.ram_bytes() + bytes <= limit
+    }
+
+    pub(super) fn zip_over_share(&self) -> bool {
+        self.backing.is_some() && get(&self.c.zip_bytes) * 100 > self.limit() * ZIP_SHARE_PCT
+    }
+
+    /// A slot was put in place at `id` (accounting; resident pages join the policy).
+    pub(super) fn slot_added(&self, id: PageId, slot: &Slot) {
+        match slot {
+            Slot::Unwritten => {}
+            Slot::Ram { bytes, .. } => {
+                self.c.resident_pages.fetch_add(1, Ordering::Relaxed);
+                self.c.resident_bytes.fetch_add(bytes.len() as i64, Ordering::Relaxed);
+                let mut p = self.policy.lock();
+                p.insert(id);
+                if p.len() as u64 > 2 * get(&self.c.resident_pages) + 4096 {
+                    self.scrub_wanted.store(true, Ordering::Relaxed);
+                }
+            }
+            Slot::Zip(z) => {
+                self.c.zip_pages.fetch_add(1, Ordering::Relaxed);
+                self.c.zip_bytes.fetch_add(z.len() as i64, Ordering::Relaxed);
+                self.c.zip_orig_bytes.fetch_add(codec::original_len(z) as i64, Ordering::Relaxed);
+                if self.backing.is_some() {
+                    let mut q = self.zipq.lock();
+                    q.push_back(id);
+                    if q.len() as u64 > 2 * get(&self.c.zip_pages) + 4096 {
+                        self.scrub_wanted.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            Slot::Disk(_) => {}
+        }
+    }
+
+    /// A slot left its place (freed, or replaced by another).
+    pub(super) fn slot_removed(&self, slot: &Slot) {
+        match slot {
+            Slot::Unwritten => {}
+            Slot::Ram { bytes, .. } => {
+                self.c.resident_pages.fetch_sub(1, Ordering::Relaxed);
+                self.c.resident_bytes.fetch_sub(bytes.len() as i64, Ordering::Relaxed);
+            }
+            Slot::Zip(z) => {
+                self.c.zip_pages.fetch_sub(1, Ordering::Relaxed);
+                self.c.zip_bytes.fetch_sub(z.len() as i64, Ordering::Relaxed);
+                self.c.zip_orig_bytes.fetch_sub(codec::original_len(z) as i64, Ordering::Relaxed);
+            }
+            Slot::Disk(r) => {
+                if let Some(b) = &self.backing {
+                    b.free(r);
+                }
+            }
+        }
+    }
+
+    /// `n` resident pages were read.
+    pub(super) fn hit(&self, n: u64) {
+        bump(&self.c.hits, n);
+    }
+
+    /// Load a cold page: its bytes, or EIO (counted) if they cannot be had intact.
+    pub fn load(&self, cold: &Cold) -> Result<Box<[u8]>, PageError> {
+        bump(&self.c.misses, 1);
+        let page = match cold {
+            Cold::Zip(z) => codec::decompress(z),
+            Cold::Disk(r) => {
+                let Some(b) = &self.backing else { return Err(PageError) };
+                match b.load(r) {
+                    Ok(bytes) if r.raw => Some(bytes.into_boxed_slice()),
+                    Ok(bytes) => codec::decompress(&bytes),
+                    Err(LoadError::Checksum) => None,
+                    Err(LoadError::Io) => {
+                        bump(&self.c.io_errors, 1);
+                        return Err(PageError);
+                    }
+                }
+            }
+        };
+        match page {
+            Some(p) => {
+                bump(&self.c.page_ins, 1);
+                Ok(p)
+            }
+            None => {
+                bump(&self.c.checksum_errors, 1);
+                Err(PageError)
+            }
+        }
+    }
+
+    /// The next eviction candidate.
+    pub(super) fn candidate(&self) -> Option<(PageId, Queue)> {
+        self.policy.lock().candidate()
+    }
+
+    pub(super) fn report(&self, id: PageId, from: Queue, verdict: Verdict) {
+        if verdict == Verdict::Evicted {
+            bump(&self.c.evictions, 1);
+        }
+        self.policy.lock().report(id, from, verdict);
+    }
+
+    pub(super) fn queued(&self) -> usize {
+        self.policy.lock().len()
+    }
+
+    pub(super) fn next_zipped(&self) -> Option<PageId> {
+        self.zipq.lock().pop_front()
+    }
+
+    pub(super) fn unpop_zipped(&self, id: PageId) {
+        self.zipq.lock().push_front(id);
+    }
+
+    pub(super) fn wrote_back(&self) {
+        bump(&self.c.page_outs, 1);
+    }
+
+    /// A backing-store write failed: ENOSPC (store full) or an I/O error.
+    pub(super) fn store_failed(&self, e: &std::io::Error) {
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            bump(&self.c.backing_full, 1);
+        } else {
+            bump(&self.c.io_errors, 1);
+        }
+    }
+
+    pub(super) fn reclaim_lock(&self) -> crate::sync::MutexGuard<'_, ()> {
+        self.reclaim.lock()
+    }
+
+    pub(super) fn take_scrub_wanted(&self) -> bool {
+        self.scrub_wanted.swap(false, Ordering::Relaxed)
+    }
+
+    /// Both queues' ids, taken out for scrubbing (new ids keep arriving meanwhile).
+    pub(super) fn take_queues(&self) -> (Vec<(PageId, Queue)>, Vec<PageId>) {
+        let mut p = self.policy.lock();
+        let mut out = Vec::with_capacity(p.len());
+        while let Some(c) = p.candidate() {
+            out.push(c);
+        }
+        drop(p);
+        let zipped = std::mem::take(&mut *self.zipq.lock()).into();
+        (out, zipped)
+    }
+
+    /// Put scrubbed ids back ahead of those queued meanwhile.
+    pub(super) fn return_queues(&self, resident: Vec<(PageId, Queue)>, zipped: Vec<PageId>) {
+        let mut p = self.policy.lock();
+        for (id, from) in resident {
+            p.report(id, from, Verdict::Busy);
+        }
+        drop(p);
+        let mut q = self.zipq.lock();
+        let newer = std::mem::take(&mut *q);
+        q.extend(zipped);
+        q.extend(newer);
+    }
+
+    pub fn stats(&self) -> PagerStats {
+        let c = &self.c;
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        PagerStats {
+            ram_limit_bytes: self.limit(),
+            codec: self.codec().to_string(),
+            backing: self.backing.as_ref().map_or_else(|| "none".into(), |b| b.describe().to_string()),
+            resident_pages: get(&c.resident_pages),
+            resident_bytes: get(&c.resident_bytes),
+            compressed_pages: get(&c.zip_pages),
+            compressed_original_bytes: get(&c.zip_orig_bytes),
+            compressed_bytes: get(&c.zip_bytes),
+            backing_pages: self.backing.as_ref().map_or(0, |b| b.used()),
+            backing_capacity_pages: self.backing.as_ref().and_then(|b| b.capacity()).unwrap_or(0),
+            hits: n(&c.hits),
+            misses: n(&c.misses),
+            page_ins: n(&c.page_ins),
+            page_outs: n(&c.page_outs),
+            evictions: n(&c.evictions),
+            checksum_errors: n(&c.checksum_errors),
+            io_errors: n(&c.io_errors),
+            backing_full: n(&c.backing_full),
+        }
+    }
+}
+
+/// Bytes of one page.
+pub const PAGE: u64 = PAGE_SIZE;

@@ -1,0 +1,184 @@
+//! Which resident page leaves RAM next: S3-FIFO (Yang et al., SOSP 2023).
+//!
+//! Owns three queues of page ids and nothing else; it never touches a page.
+//! The pager asks for a candidate, looks at the page itself (its reference
+//! bit lives in the page's slot, set by every read and write without any
+//! lock of ours), and reports back what it found.
+//!
+//! - `small` (about a tenth of the resident pages) takes every page that
+//!   becomes resident. A page still unreferenced when it reaches the head
+//!   is evicted and remembered in `ghost`; a referenced one moves to `main`.
+//!   One sequential pass (a backup, `cp -r`, `tar c`) therefore flows
+//!   through `small` and out, and never reaches the hot set in `main`.
+//! - `main` is a CLOCK: a referenced head page loses its bit and goes to
+//!   the tail; an unreferenced one is evicted.
+//! - `ghost` holds ids (no data) of pages evicted from `small`, as many as
+//!   `main` holds; a page that comes back while its id is there goes
+//!   straight to `main`: it was evicted too early.
+//!
+//! Ids may be stale (the page was freed, or its file deleted): the pager
+//! reports them as such and they are dropped. Queue entries are 16 bytes.
+
+use std::collections::{HashSet, VecDeque};
+
+use super::super::types::Ino;
+
+/// A page of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PageId {
+    pub ino: Ino,
+    pub idx: u64,
+}
+
+/// Which queue a candidate came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queue {
+    Small,
+    Main,
+}
+
+/// What the pager found when it looked at a candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Referenced since it was queued: keep it (the pager cleared the bit).
+    Referenced,
+    /// Moved out of RAM.
+    Evicted,
+    /// Could not be looked at now (its file is busy): try it again later.
+    Busy,
+    /// Not resident any more, or no longer exists.
+    Stale,
+    /// Resident but cannot leave (nowhere to put it): keep it in main.
+    Pinned,
+}
+
+#[derive(Debug, Default)]
+pub struct S3Fifo {
+    small: VecDeque<PageId>,
+    main: VecDeque<PageId>,
+    ghost: VecDeque<PageId>,
+    ghost_set: HashSet<PageId>,
+}
+
+impl S3Fifo {
+    /// Queued ids (including stale ones).
+    pub fn len(&self) -> usize {
+        self.small.len() + self.main.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A page became resident.
+    pub fn insert(&mut self, id: PageId) {
+        if self.ghost_set.remove(&id) {
+            self.main.push_back(id);
+        } else {
+            self.small.push_back(id);
+        }
+    }
+
+    /// The next page to look at, taken off its queue.
+    pub fn candidate(&mut self) -> Option<(PageId, Queue)> {
+        if self.small.len() * 10 >= self.len().max(1) || self.main.is_empty() {
+            if let Some(id) = self.small.pop_front() {
+                return Some((id, Queue::Small));
+            }
+        }
+        self.main.pop_front().map(|id| (id, Queue::Main))
+    }
+
+    /// What became of a candidate.
+    pub fn report(&mut self, id: PageId, from: Queue, verdict: Verdict) {
+        match (verdict, from) {
+            (Verdict::Referenced | Verdict::Pinned, _) => self.main.push_back(id),
+            (Verdict::Busy, Queue::Small) => self.small.push_back(id),
+            (Verdict::Busy, Queue::Main) => self.main.push_back(id),
+            (Verdict::Evicted, Queue::Small) => self.remember(id),
+            (Verdict::Evicted, Queue::Main) | (Verdict::Stale, _) => {}
+        }
+    }
+
+    fn remember(&mut self, id: PageId) {
+        if self.ghost_set.insert(id) {
+            self.ghost.push_back(id);
+        }
+        while self.ghost.len() > self.main.len().max(64) {
+            if let Some(old) = self.ghost.pop_front() {
+                self.ghost_set.remove(&old);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(idx: u64) -> PageId {
+        PageId { ino: 2, idx }
+    }
+
+    /// Simulate a cache of `cap` pages: hot pages are referenced again
+    /// between scans; the scan's pages are touched once. The hot set must
+    /// survive the scan.
+    #[test]
+    fn one_scan_does_not_flush_the_hot_set() {
+        let cap = 100usize;
+        let mut q = S3Fifo::default();
+        let mut resident: std::collections::HashMap<PageId, bool> = Default::default();
+        let touch = |q: &mut S3Fifo, resident: &mut std::collections::HashMap<PageId, bool>, p: PageId| {
+            if let Some(bit) = resident.get_mut(&p) {
+                *bit = true;
+                return;
+            }
+            while resident.len() >= cap {
+                let (c, from) = q.candidate().unwrap();
+                let verdict = match resident.get_mut(&c) {
+                    None => Verdict::Stale,
+                    Some(bit) if *bit => {
+                        *bit = false;
+                        Verdict::Referenced
+                    }
+                    Some(_) => {
+                        resident.remove(&c);
+                        Verdict::Evicted
+                    }
+                };
+                q.report(c, from, verdict);
+            }
+            resident.insert(p, false);
+            q.insert(p);
+        };
+        let hot: Vec<_> = (0..50).map(id).collect();
+        for _ in 0..3 {
+            for &p in &hot {
+                touch(&mut q, &mut resident, p);
+            }
+        }
+        for i in 1000..1400 {
+            touch(&mut q, &mut resident, id(i));
+            if i % 20 == 0 {
+                for &p in &hot {
+                    touch(&mut q, &mut resident, p);
+                }
+            }
+        }
+        let kept = hot.iter().filter(|p| resident.contains_key(p)).count();
+        assert!(kept >= 45, "hot pages kept: {kept} of 50");
+    }
+
+    #[test]
+    fn ghost_hit_goes_to_main_and_ghosts_are_bounded() {
+        let mut q = S3Fifo::default();
+        for i in 0..1000 {
+            q.insert(id(i));
+            let (c, from) = q.candidate().unwrap();
+            q.report(c, from, Verdict::Evicted);
+        }
+        assert!(q.ghost.len() <= 64 && q.ghost_set.len() == q.ghost.len());
+        q.insert(id(999));
+        assert_eq!(q.main.len(), 1);
+    }
+}

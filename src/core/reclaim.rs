@@ -1,0 +1,166 @@
+//! The pager's work that needs the inode table: making room under the RAM
+//! ceiling (evicting pages of any file), writing compressed pages back, and
+//! loading paged-out pages for a request. The design and the locking rules
+//! are in core/pager/mod.rs; this file follows them: no lock is held while
+//! compressing or doing I/O, victims' locks are only tried, never waited
+//! for, and nothing here is called with a file's content lock held.
+
+use super::data::{EvictCandidate, FileData, Slot};
+use super::inode::Inode;
+use super::pager::policy::{PageId, Verdict};
+use super::pager::{Cold, PageError, Pager, PAGE};
+use super::Fs;
+use crate::sync::{Arc, RwLock};
+
+impl Fs {
+    /// Run reclaim until `need` more bytes fit under the ceiling. Returns
+    /// whether they fit (always, without a pager or a ceiling).
+    pub(super) fn make_room(&self, need: u64) -> bool {
+        let Some(p) = self.pager.as_deref() else { return true };
+        if p.admits(need) {
+            return true;
+        }
+        let _one_reclaimer = p.reclaim_lock();
+        let mut budget = 2 * p.queued() + 64;
+        while !p.admits(need) && budget > 0 {
+            budget -= 1;
+            if p.zip_over_share() && self.write_back_one(p) {
+                continue;
+            }
+            match p.candidate() {
+                Some((id, from)) => {
+                    let verdict = self.evict_one(p, id);
+                    p.report(id, from, verdict);
+                }
+                None => {
+                    if !self.write_back_one(p) {
+                        break;
+                    }
+                }
+            }
+        }
+        p.admits(need)
+    }
+
+    /// The content lock of the file holding `id`, if it still exists.
+    fn page_file(&self, id: PageId) -> Option<Arc<Inode>> {
+        self.get(id.ino).ok().filter(|i| i.file().is_some())
+    }
+
+    /// Move one resident page out of RAM: compressed if it compresses,
+    /// else to the backing store; `Pinned` if neither is possible.
+    fn evict_one(&self, p: &Pager, id: PageId) -> Verdict {
+        let Some(inode) = self.page_file(id) else { return Verdict::Stale };
+        let file = content(&inode);
+        let copy = match file.try_write() {
+            None => return Verdict::Busy,
+            Some(data) => match data.evict_candidate(id.idx) {
+                EvictCandidate::Copy(bytes) => bytes,
+                EvictCandidate::Referenced => return Verdict::Referenced,
+                EvictCandidate::Stale => return Verdict::Stale,
+            },
+        };
+        // No lock held from here until the swap.
+        let new = match p.codec().compress(&copy) {
+            Some(z) => Slot::Zip(Arc::from(z)),
+            None => match p.backing().map(|b| b.store(&copy, true)) {
+                Some(Ok(r)) => Slot::Disk(r),
+                Some(Err(e)) => {
+                    p.store_failed(&e);
+                    return Verdict::Pinned;
+                }
+                None => return Verdict::Pinned,
+            },
+        };
+        let to_disk = matches!(new, Slot::Disk(_));
+        let swapped = file.write().swap_out(id.idx, &copy, new);
+        match swapped {
+            Ok(()) => {
+                if to_disk {
+                    p.wrote_back();
+                }
+                Verdict::Evicted
+            }
+            Err(Slot::Disk(r)) => {
+                if let Some(b) = p.backing() {
+                    b.free(&r);
+                }
+                Verdict::Referenced
+            }
+            Err(_) => Verdict::Referenced,
+        }
+    }
+
+    /// Write the oldest compressed page to the backing store. Returns
+    /// whether one went (false: none left, or the store refused).
+    fn write_back_one(&self, p: &Pager) -> bool {
+        let Some(b) = p.backing() else { return false };
+        while let Some(id) = p.next_zipped() {
+            let Some(inode) = self.page_file(id) else { continue };
+            let file = content(&inode);
+            let zipped = match file.try_read() {
+                None => {
+                    p.unpop_zipped(id);
+                    return false;
+                }
+                Some(data) => data.zipped(id.idx),
+            };
+            let Some(z) = zipped else { continue };
+            let r = match b.store(&z, false) {
+                Ok(r) => r,
+                Err(e) => {
+                    p.store_failed(&e);
+                    p.unpop_zipped(id);
+                    return false;
+                }
+            };
+            if file.write().swap_zip_to_disk(id.idx, &z, r) {
+                p.wrote_back();
+                return true;
+            }
+            b.free(&r);
+        }
+        false
+    }
+
+    /// Load the paged-out pages `cold` of `file` with no lock held, after
+    /// making room for them. Their bytes, or EIO for any that cannot be had.
+    pub(super) fn load_cold(&self, cold: &[(u64, Cold)]) -> Result<Vec<Box<[u8]>>, PageError> {
+        let Some(p) = self.pager.as_deref() else { return Err(PageError) };
+        self.make_room(cold.len() as u64 * PAGE);
+        cold.iter().map(|(_, c)| p.load(c)).collect()
+    }
+
+    /// Install pages loaded by `load_cold` (those still unchanged).
+    pub(super) fn install_loaded(data: &mut FileData, cold: &[(u64, Cold)], pages: Vec<Box<[u8]>>) {
+        for ((idx, c), bytes) in cold.iter().zip(pages) {
+            data.install(*idx, c, bytes);
+        }
+    }
+
+    /// Drop ids of pages that are no longer resident (or compressed) from
+    /// the pager's queues, when they hold far more ids than pages exist.
+    pub(super) fn scrub_pager_queues(&self) {
+        let Some(p) = self.pager.as_deref() else { return };
+        if !p.take_scrub_wanted() {
+            return;
+        }
+        let (resident, zipped) = p.take_queues();
+        let keep = |id: &PageId, want_zip: bool| {
+            let Some(inode) = self.page_file(*id) else { return false };
+            let keep = match content(&inode).try_read() {
+                None => true, // busy: keep, look again next time
+                Some(d) if want_zip => d.zipped(id.idx).is_some(),
+                Some(d) => d.is_resident(id.idx),
+            };
+            keep
+        };
+        let resident: Vec<_> = resident.into_iter().filter(|(id, _)| keep(id, false)).collect();
+        let zipped: Vec<_> = zipped.into_iter().filter(|id| keep(id, true)).collect();
+        p.return_queues(resident, zipped);
+    }
+}
+
+fn content(inode: &Inode) -> &RwLock<FileData> {
+    inode.file().expect("page_file returned a regular file")
+}
