@@ -17,6 +17,9 @@ impl Fs {
     /// whether they fit (always, without a pager or a ceiling).
     pub(super) fn make_room(&self, need: u64) -> bool {
         let Some(p) = self.pager.as_deref() else { return true };
+        // Never ask for more than a quarter of the ceiling at once (and at
+        // least a page): a large request is served in several rounds.
+        let need = need.min(p.limit() / 4).max(PAGE).min(p.limit());
         if p.admits(need) {
             return true;
         }
@@ -163,4 +166,86 @@ impl Fs {
 
 fn content(inode: &Inode) -> &RwLock<FileData> {
     inode.file().expect("page_file returned a regular file")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::pager::backing::tests::MemIo;
+    use super::super::pager::backing::Backing;
+    use super::super::pager::codec::Codec;
+    use super::super::pager::PagerConfig;
+    use super::super::{Caller, FsConfig, FsError, Ino, ROOT_INO};
+    use super::*;
+    use std::sync::atomic::Ordering as O;
+
+    const ME: Caller = Caller { uid: 0, gid: 0, pid: 0 };
+
+    /// A mount with a 4-page ceiling, no compression (every eviction goes
+    /// to the store) and an in-memory backing store of `slots` slots.
+    fn mount(slots: u32) -> (Fs, Arc<Pager>, Arc<MemIo>) {
+        let io = MemIo::new();
+        let backing = Backing::with_io(Box::new(io.clone()), slots, "test".into());
+        let pager = Arc::new(Pager::new(PagerConfig { ram: 4 * PAGE, codec: Codec::Off, backing: Some(backing) }));
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.pager = Some(pager.clone());
+        (Fs::new(cfg), pager, io)
+    }
+
+    fn file(fs: &Fs, name: &str, pages: usize, fill: u8) -> Ino {
+        let ino = fs.mknod(ROOT_INO, name.as_bytes(), libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(ino, 0, &vec![fill; pages * PAGE as usize], &ME), Ok(pages * PAGE as usize));
+        ino
+    }
+
+    #[test]
+    fn backing_read_errors_fail_only_those_reads() {
+        let (fs, pager, io) = mount(100);
+        let a = file(&fs, "a", 12, 1);
+        let b = file(&fs, "b", 2, 2); // b's pages are the newest: resident
+        assert_eq!(fs.tiers(b).unwrap().0, 2);
+        io.fail_reads_after.store(0, O::SeqCst);
+        assert_eq!(fs.read(a, 0, PAGE as u32), Err(FsError::Io));
+        assert_eq!(pager.stats().io_errors, 1);
+        assert_eq!(fs.read(b, 0, 2 * PAGE as u32).unwrap(), vec![2u8; 2 * PAGE as usize]);
+        io.fail_reads_after.store(-1, O::SeqCst);
+        assert_eq!(fs.read(a, 0, 12 * PAGE as u32).unwrap(), vec![1u8; 12 * PAGE as usize]);
+    }
+
+    #[test]
+    fn a_damaged_page_gives_eio_never_wrong_bytes() {
+        let (fs, pager, io) = mount(100);
+        let a = file(&fs, "a", 12, 1);
+        file(&fs, "b", 4, 2); // push all of a out
+        for byte in io.bytes.lock().iter_mut() {
+            *byte ^= 0x40;
+        }
+        assert_eq!(fs.read(a, 0, PAGE as u32), Err(FsError::Io));
+        assert!(pager.stats().checksum_errors >= 1);
+    }
+
+    #[test]
+    fn a_full_backing_store_gives_enospc_and_keeps_what_was_written() {
+        let (fs, pager, _io) = mount(8);
+        let a = file(&fs, "a", 10, 1); // 4 resident + 6 on the store
+        let b = fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        let n = fs.write(b, 0, &[2u8; 8 * PAGE as usize], &ME).unwrap();
+        assert!(n < 8 * PAGE as usize, "wrote {n} with a full store");
+        assert_eq!(fs.write(b, n as u64, &[2u8; PAGE as usize], &ME), Err(FsError::NoSpace));
+        assert!(pager.stats().backing_full > 0);
+        assert_eq!(fs.read(a, 0, 10 * PAGE as u32).unwrap(), vec![1u8; 10 * PAGE as usize]);
+        // Space comes back after unlink (and the kernel's forget).
+        fs.unlink(ROOT_INO, b"a").unwrap();
+        fs.forget(a, 1);
+        assert_eq!(fs.write(b, n as u64, &[2u8; PAGE as usize], &ME), Ok(PAGE as usize));
+    }
+
+    #[test]
+    fn failed_page_outs_leave_pages_in_ram_and_writes_get_enospc() {
+        let (fs, pager, io) = mount(100);
+        io.fail_writes_after.store(0, O::SeqCst);
+        let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(a, 0, &[3u8; 8 * PAGE as usize], &ME), Ok(4 * PAGE as usize));
+        assert!(pager.stats().io_errors > 0);
+        assert_eq!(fs.read(a, 0, 8 * PAGE as u32).unwrap(), vec![3u8; 4 * PAGE as usize]);
+    }
 }

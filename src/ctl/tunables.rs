@@ -61,6 +61,13 @@ pub const TUNABLES: &[Tunable] = &[
         set: |t, v| t.fs.set_max_inodes(parse_count(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
+        name: "ram",
+        help: "RAM ceiling for file data in bytes (ram=); write bytes, a k/m/g/t suffix or N% of RAM; \
+               lowering it pages out at once as far as it can; 0 = no ceiling; EINVAL on a mount without ram=",
+        get: |t| t.fs.pager_stats().map_or(0, |p| p.ram_limit_bytes),
+        set: |t, v| t.fs.set_ram_limit(size_in_pages(v).map_err(|_| FsError::Invalid)?.saturating_mul(PAGE_SIZE)),
+    },
+    Tunable {
         name: "no_data",
         help: "1 = discard written bytes but keep file sizes (reads of them return zeros), \
                for benchmarking metadata alone; 0 = store data (default)",
@@ -139,6 +146,28 @@ mod tests {
 
     fn get(fs: &Fs, name: &str) -> u64 {
         (tunable(name).get)(&target(fs))
+    }
+
+    #[test]
+    fn ram_moves_the_ceiling_and_pages_out_at_once() {
+        use crate::core::pager::{codec::Codec, Pager, PagerConfig};
+        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        assert_eq!(set(&fs, "ram", b"1M"), Err(FsError::Invalid), "no pager on this mount");
+        assert_eq!(get(&fs, "ram"), 0);
+        let pager = std::sync::Arc::new(Pager::new(PagerConfig { ram: 1 << 20, codec: Codec::Lz4, backing: None }));
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.pager = Some(pager.clone());
+        let fs = Fs::new(cfg);
+        let me = Caller { uid: 0, gid: 0, pid: 0 };
+        let f = fs.mknod(ROOT_INO, b"f", libc::S_IFREG | 0o644, 0, 0, &me).unwrap();
+        fs.write(f.ino, 0, &vec![b'x'; 64 * PAGE_SIZE as usize], &me).unwrap();
+        assert_eq!(pager.stats().resident_pages, 64);
+        set(&fs, "ram", b"64k\n").unwrap();
+        assert_eq!(get(&fs, "ram"), 64 << 10);
+        assert!(pager.stats().ram_bytes() <= 64 << 10, "{:?}", pager.stats());
+        assert_eq!(set(&fs, "ram", b"lots"), Err(FsError::Invalid));
+        assert_eq!(get(&fs, "ram"), 64 << 10);
+        assert_eq!(fs.read(f.ino, 0, 64 * PAGE_SIZE as u32).unwrap(), vec![b'x'; 64 * PAGE_SIZE as usize]);
     }
 
     #[test]
