@@ -36,6 +36,8 @@ pub struct UidRow {
 pub struct Sample {
     pub usage: BTreeMap<String, u64>,
     pub io: BTreeMap<String, u64>,
+    /// `stats/pager` (empty from a daemon older than the pager).
+    pub pager: BTreeMap<String, u64>,
     pub ops: Vec<OpRow>,
     pub uids: Vec<UidRow>,
     pub at: Instant,
@@ -122,6 +124,7 @@ pub fn read(dir: &Path) -> Result<Sample, String> {
     Ok(Sample {
         usage: parse_keys("usage", &file("usage")?)?,
         io: parse_keys("io", &file("io")?)?,
+        pager: file("pager").map_or_else(|_| Ok(BTreeMap::new()), |t| parse_keys("pager", &t))?,
         ops: parse_ops(&file("ops")?)?,
         uids: parse_uids(&file("uid")?)?,
         at: Instant::now(),
@@ -212,6 +215,9 @@ pub fn table(s: &Sample, mountpoint: &str) -> String {
         human_bytes(get(&s.io, "read_bytes")),
         human_bytes(get(&s.io, "write_bytes"))
     );
+    if get(&s.pager, "ram_limit_bytes") > 0 {
+        out.push_str(&pager_lines(&s.pager));
+    }
     let _ = writeln!(out, "\n{:<10} {:>10} {:>10}", "uid", "data", "inodes");
     for u in &s.uids {
         let _ = writeln!(out, "{:<10} {:>10} {:>10}", u.uid, human_bytes(u.data_bytes), u.inodes);
@@ -228,6 +234,39 @@ pub fn table(s: &Sample, mountpoint: &str) -> String {
             human_ns(op.p99_ns)
         );
     }
+    out
+}
+
+/// The pager's tiers, as arcstat shows the ARC: RAM under the ceiling,
+/// the compressed tier with its ratio, the backing store, and the counters.
+fn pager_lines(p: &BTreeMap<String, u64>) -> String {
+    let (orig, zip) = (get(p, "compressed_original_bytes"), get(p, "compressed_bytes"));
+    let ratio = if zip == 0 { "-".to_string() } else { format!("{:.2}x", orig as f64 / zip as f64) };
+    let (hits, misses) = (get(p, "hits_total"), get(p, "misses_total"));
+    let hit_pct = (hits * 100).checked_div(hits + misses).map_or_else(|| "-".to_string(), |p| format!("{p}%"));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\npager: ram {} of {} ({}), resident {}, compressed {} into {} ({ratio}), backing store {}",
+        human_bytes(get(p, "ram_bytes")),
+        human_bytes(get(p, "ram_limit_bytes")),
+        percent(get(p, "ram_bytes"), get(p, "ram_limit_bytes")),
+        human_bytes(get(p, "resident_bytes")),
+        human_bytes(orig),
+        human_bytes(zip),
+        human_bytes(get(p, "backing_bytes")),
+    );
+    let _ = writeln!(
+        out,
+        "pager: hits {hits} ({hit_pct}), misses {misses}, page-ins {}, page-outs {}, evictions {}, \
+         checksum errors {}, I/O errors {}, backing full {}",
+        get(p, "page_ins_total"),
+        get(p, "page_outs_total"),
+        get(p, "evictions_total"),
+        get(p, "checksum_errors_total"),
+        get(p, "io_errors_total"),
+        get(p, "backing_full_total"),
+    );
     out
 }
 
@@ -280,10 +319,11 @@ pub fn json(s: &Sample, mountpoint: &str) -> String {
         .map(|u| format!("{{\"uid\": {}, \"data_bytes\": {}, \"inodes\": {}}}", u.uid, u.data_bytes, u.inodes))
         .collect();
     format!(
-        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
+        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"pager\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
         json_str(mountpoint),
         json_map(&s.usage),
         json_map(&s.io),
+        json_map(&s.pager),
         ops.join(", "),
         uids.join(", ")
     )
@@ -307,6 +347,7 @@ pub fn watch_header() -> String {
         let _ = write!(out, " {:>8}", format!("{title}/s"));
     }
     let _ = write!(out, " {:>7} {:>7}", "rdB/s", "wrB/s");
+    let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7}", "ram", "zip", "bkstore", "pgin/s", "pgout/s");
     out
 }
 
@@ -333,6 +374,22 @@ pub fn watch_row(prev: &Sample, cur: &Sample, clock: &str) -> String {
     }
     let bytes = |key: &str| human_bytes(rate(get(&prev.io, key), get(&cur.io, key)));
     let _ = write!(out, " {:>7} {:>7}", bytes("read_bytes"), bytes("write_bytes"));
+    // The pager's tiers (arcstat-like); "-" on a mount without ram=.
+    let p = &cur.pager;
+    if get(p, "ram_limit_bytes") == 0 {
+        let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7}", "-", "-", "-", "-", "-");
+    } else {
+        let pages = |key: &str| rate(get(&prev.pager, key), get(p, key));
+        let _ = write!(
+            out,
+            " {:>7} {:>7} {:>7} {:>7} {:>7}",
+            human_bytes(get(p, "resident_bytes")),
+            human_bytes(get(p, "compressed_bytes")),
+            human_bytes(get(p, "backing_bytes")),
+            pages("page_ins_total"),
+            pages("page_outs_total")
+        );
+    }
     out
 }
 
@@ -349,6 +406,7 @@ mod tests {
         Sample {
             usage: parse_keys("usage", &format!("data_bytes_used: {used}\ndata_bytes_limit: 1048576\n")).unwrap(),
             io: parse_keys("io", "read_bytes: 0\nwrite_bytes: 2048\n").unwrap(),
+            pager: BTreeMap::new(),
             ops: parse_ops(ops).unwrap(),
             uids: parse_uids("uid data_bytes inodes\n0 4096 3\n1000 8192 2\n").unwrap(),
             at: Instant::now(),
@@ -388,6 +446,22 @@ mod tests {
         assert_eq!(cols.len(), header.len());
         let col = |name: &str| cols[header.iter().position(|h| h == name).unwrap()];
         assert_eq!((col("used"), col("create/s"), col("ops/s"), col("lookup/s")), ("8.0K", "5", "5", "0"));
+        assert_eq!(col("pgin/s"), "-");
+        // With a pager: tiers and page-in rates.
+        let keys = "ram_limit_bytes: 8388608\nram_bytes: 3145728\nresident_bytes: 2097152\n\
+                    compressed_original_bytes: 4194304\ncompressed_bytes: 1048576\nbacking_bytes: 40960\n\
+                    hits_total: 30\nmisses_total: 10\npage_ins_total: 10\n";
+        let mut s2 = s.clone();
+        s2.pager = parse_keys("pager", keys).unwrap();
+        let mut later2 = later.clone();
+        later2.pager = parse_keys("pager", &keys.replace("page_ins_total: 10", "page_ins_total: 30")).unwrap();
+        let t = table(&s2, "/mnt/x");
+        assert!(t.contains("ram 3.0M of 8.0M (38%)") && t.contains("(4.00x)") && t.contains("hits 30 (75%)"), "{t}");
+        assert!(json(&s2, "/m").contains("\"pager\": {\"backing_bytes\": 40960"));
+        let row = watch_row(&s2, &later2, "12:00:00");
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        let col = |name: &str| cols[header.iter().position(|h| h == name).unwrap()];
+        assert_eq!((col("ram"), col("zip"), col("pgin/s")), ("2.0M", "1.0M", "10"));
     }
 
     #[test]
