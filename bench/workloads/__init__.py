@@ -2,8 +2,8 @@
 
 Owns: only this list. See bench/runner.py for what a workload module provides.
 """
-from workloads import (connectathon, createdelete, devwork, fileop, fio_bulk, mounttime,
+from workloads import (connectathon, createdelete, devwork, fileop, fio_bulk, mounttime, pager,
                        postmark)
 
-ALL = [postmark, connectathon, fileop, createdelete, fio_bulk, devwork, mounttime]
+ALL = [postmark, connectathon, fileop, createdelete, fio_bulk, devwork, mounttime, pager]
 BY_NAME = {w.NAME: w for w in ALL}
