@@ -1,16 +1,17 @@
 //! The `memfs` command: mount a new memory file system, act as
 //! `mount.memfs` / `mount.fuse.memfs` when mount(8) calls it by that name,
 //! change a live mount with `-o remount,...` (src/remount.rs), or show a
-//! mount's statistics with `memfs stat MOUNTPOINT`.
+//! mount's statistics with `memfs stat MOUNTPOINT`, or move a file's pages
+//! between the pager's tiers with `memfs where|evict|prime PATH...`.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 
-use memfs::ctl::report;
+use memfs::ctl::{pages, report};
 use memfs::options::{self, MountOptions, DEFAULT_CTLDIR};
 use memfs::remount;
 
@@ -18,7 +19,7 @@ use memfs::remount;
 #[command(
     name = "memfs",
     version,
-    override_usage = "memfs [-f] [-o OPTIONS] [SOURCE] MOUNTPOINT\n       memfs -o remount,OPTIONS [SOURCE] MOUNTPOINT\n       memfs stat MOUNTPOINT",
+    override_usage = "memfs [-f] [-o OPTIONS] [SOURCE] MOUNTPOINT\n       memfs -o remount,OPTIONS [SOURCE] MOUNTPOINT\n       memfs stat MOUNTPOINT\n       memfs where|evict|prime PATH...",
     about = "Mount a new, empty memory file system (like tmpfs, in user space over FUSE).",
     after_help = format!(
         "Mount options (-o, comma-separated; tmpfs's names):\n{}\nUnmount with `umount MOUNTPOINT` (root) or `fusermount3 -u MOUNTPOINT`.\n\
@@ -123,6 +124,41 @@ fn stat_command(args: &[String]) -> ExitCode {
     }
 }
 
+/// `memfs where|evict|prime PATH...`: a file's pages in the pager's tiers.
+#[derive(Parser, Debug)]
+#[command(
+    name = "memfs where|evict|prime",
+    about = "where: how many pages of each file are resident, compressed, on the backing store (as fincore). \
+             evict: push the files' pages out of RAM (as vmtouch -e). prime: load them back into RAM.",
+    after_help = "The files must be on a memfs mounted with ram= (docs/PAGER.md). Exit status 1 if any path failed."
+)]
+struct PagesCli {
+    /// Files on a memfs.
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+}
+
+fn page_action(word: Option<&str>) -> Option<pages::Action> {
+    match word? {
+        "where" => Some(pages::Action::Where),
+        "evict" => Some(pages::Action::Evict),
+        "prime" => Some(pages::Action::Prime),
+        _ => None,
+    }
+}
+
+fn pages_command(action: pages::Action, args: &[String]) -> ExitCode {
+    let cli = PagesCli::parse_from(args);
+    let err = std::io::stderr();
+    let tty = err.is_terminal();
+    let ok = pages::run(action, &cli.paths, &mut std::io::stdout().lock(), &mut err.lock(), tty);
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
 fn defaults() -> MountOptions {
     // SAFETY: geteuid/getegid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -208,6 +244,11 @@ fn main() -> ExitCode {
     // comes with -o, which `memfs stat` never takes.)
     if args.get(1).map(String::as_str) == Some("stat") && !args.iter().any(|a| a == "-o") {
         return stat_command(&args[1..]);
+    }
+    if let Some(action) = page_action(args.get(1).map(String::as_str)) {
+        if !args.iter().any(|a| a == "-o") {
+            return pages_command(action, &args[1..]);
+        }
     }
     let cli = Cli::parse();
     // With a SOURCE (as mount.fuse3 calls it) a remount's options are the

@@ -638,6 +638,32 @@ impl FileData {
         true
     }
 
+    /// Indices of up to `n` resident pages from index `from` on, in order.
+    pub fn resident_from(&self, from: u64, n: usize) -> Vec<u64> {
+        self.slots_from(from).filter(|(_, p)| matches!(p, Slot::Ram { .. })).map(|(i, _)| i).take(n).collect()
+    }
+
+    /// Present pages from index `from` on, in order.
+    fn slots_from(&self, from: u64) -> Box<dyn Iterator<Item = (u64, &Page)> + '_> {
+        match &self.pages {
+            Pages::Empty => Box::new(std::iter::empty()),
+            Pages::First(p) => Box::new((from == 0).then_some((0, p)).into_iter()),
+            Pages::Many(m) => Box::new(m.range(from..).map(|(i, p)| (*i, p))),
+        }
+    }
+
+    /// Clear page `idx`'s reference bit (so that `memfs evict` can move it).
+    pub fn forget_reference(&self, idx: u64) {
+        if let Some(Slot::Ram { refd, .. }) = self.get(idx) {
+            refd.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Up to `n` paged-out pages from index `from` on, in order.
+    pub fn cold_from(&self, from: u64, n: usize) -> Vec<(u64, Cold)> {
+        self.slots_from(from).filter_map(|(idx, p)| p.cold().map(|c| (idx, c))).take(n).collect()
+    }
+
     /// Whether page `idx` is resident (for scrubbing the pager's queues).
     pub fn is_resident(&self, idx: u64) -> bool {
         matches!(self.get(idx), Some(Slot::Ram { .. }))

@@ -7,9 +7,10 @@
 
 use super::data::{EvictCandidate, FileData, Slot};
 use super::inode::Inode;
-use super::pager::policy::{PageId, Verdict};
+use super::pager::policy::{PageId, Queue, Verdict};
 use super::pager::{Cold, PageError, Pager, PAGE};
-use super::Fs;
+use super::types::{Ino, Kind};
+use super::{Fs, FsError, FsResult};
 use crate::sync::{Arc, RwLock};
 
 impl Fs {
@@ -141,6 +142,62 @@ impl Fs {
         }
     }
 
+    /// `memfs evict`: move the resident pages of file `ino` from page
+    /// `from` on out of RAM (compressed, or to the backing store), as
+    /// `vmtouch -e` does for the page cache; at most `max` pages a call.
+    /// Returns the pages moved and where to go on (`None`: done). Pages
+    /// that can go nowhere stay.
+    pub fn evict_file(&self, ino: Ino, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
+        let p = self.pager.as_deref().ok_or(FsError::NotSupported)?;
+        let inode = self.file_inode(ino)?;
+        let resident = content(&inode).read().resident_from(from, max + 1);
+        let next = resident.get(max).copied();
+        let mut moved = 0;
+        for &idx in resident.iter().take(max) {
+            content(&inode).read().forget_reference(idx);
+            let id = PageId { ino, idx };
+            if self.evict_one(p, id) == Verdict::Evicted {
+                p.report(id, Queue::Main, Verdict::Evicted);
+                moved += 1;
+            }
+        }
+        Ok((moved, next))
+    }
+
+    /// `memfs prime`: load the paged-out pages of file `ino` from page
+    /// `from` on into RAM, making room as for any page-in; at most `max`
+    /// pages a call. Returns the pages loaded and where to go on (`None`:
+    /// done). A file larger than the ceiling keeps only its last pages.
+    pub fn prime_file(&self, ino: Ino, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
+        const BATCH: usize = 64;
+        self.pager.as_deref().ok_or(FsError::NotSupported)?;
+        let inode = self.file_inode(ino)?;
+        let lock = content(&inode);
+        let (mut loaded, mut done, mut from) = (0, 0, from);
+        while done < max {
+            let cold = lock.read().cold_from(from, BATCH.min(max - done));
+            let Some(&(last, _)) = cold.last() else { return Ok((loaded, None)) };
+            let pages = self.load_cold(&cold).map_err(|_| FsError::Io)?;
+            let mut data = lock.write();
+            for ((idx, c), bytes) in cold.iter().zip(pages) {
+                loaded += u64::from(data.install(*idx, c, bytes));
+            }
+            done += cold.len();
+            from = last + 1;
+        }
+        let more = !lock.read().cold_from(from, 1).is_empty();
+        Ok((loaded, more.then_some(from)))
+    }
+
+    fn file_inode(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+        let inode = self.get(ino)?;
+        match inode.kind {
+            Kind::File => Ok(inode),
+            Kind::Dir => Err(FsError::IsDir),
+            _ => Err(FsError::Invalid),
+        }
+    }
+
     /// Drop ids of pages that are no longer resident (or compressed) from
     /// the pager's queues, when they hold far more ids than pages exist.
     pub(super) fn scrub_pager_queues(&self) {
@@ -174,7 +231,7 @@ mod tests {
     use super::super::pager::backing::Backing;
     use super::super::pager::codec::Codec;
     use super::super::pager::PagerConfig;
-    use super::super::{Caller, FsConfig, FsError, Ino, ROOT_INO};
+    use super::super::{Caller, FsConfig, ROOT_INO};
     use super::*;
     use std::sync::atomic::Ordering as O;
 
@@ -195,6 +252,24 @@ mod tests {
         let ino = fs.mknod(ROOT_INO, name.as_bytes(), libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         assert_eq!(fs.write(ino, 0, &vec![fill; pages * PAGE as usize], &ME), Ok(pages * PAGE as usize));
         ino
+    }
+
+    #[test]
+    fn evict_and_prime_move_one_file_between_tiers() {
+        let (fs, _pager, _io) = mount(100);
+        let a = file(&fs, "a", 3, 1);
+        assert_eq!(fs.tiers(a).unwrap(), (3, 0, 0));
+        assert_eq!(fs.evict_file(a, 0, 2), Ok((2, Some(2))));
+        assert_eq!(fs.evict_file(a, 2, 2), Ok((1, None)));
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 3));
+        assert_eq!(fs.prime_file(a, 0, 2), Ok((2, Some(2))));
+        assert_eq!(fs.prime_file(a, 2, 100), Ok((1, None)));
+        assert_eq!(fs.tiers(a).unwrap(), (3, 0, 0));
+        assert_eq!(fs.read(a, 0, 3 * PAGE as u32).unwrap(), vec![1u8; 3 * PAGE as usize]);
+        let plain = Fs::new(FsConfig::with_limits(0, 0));
+        let f = plain.mknod(ROOT_INO, b"f", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(plain.evict_file(f, 0, 10), Err(FsError::NotSupported));
+        assert_eq!(fs.evict_file(ROOT_INO, 0, 10), Err(FsError::IsDir));
     }
 
     #[test]

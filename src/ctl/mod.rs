@@ -20,6 +20,7 @@
 //! and a read-only file refuses even root.
 
 mod metrics;
+pub mod pages;
 mod prometheus;
 mod render;
 pub mod report;

@@ -1,11 +1,14 @@
 //! The ioctls memfs answers: the kernel's FUSE turns FS_IOC_GETFLAGS /
 //! SETFLAGS (lsattr, chattr) and FS_IOC_FSGETXATTR / FSSETXATTR (xfs_io)
-//! into FUSE_IOCTL requests with these commands. This file only decodes and
-//! encodes their arguments; which flags exist is the core's (core/fileattr.rs).
-//! Every other command is ENOTTY, as on tmpfs.
+//! into FUSE_IOCTL requests with these commands; memfs's own (type 0xE7)
+//! serve `memfs where|evict|prime` (ctl/pages.rs). This file only decodes
+//! and encodes their arguments; which flags exist is the core's
+//! (core/fileattr.rs), and so is the pager. Every other command is ENOTTY,
+//! as on tmpfs.
 
 use crate::core::fileattr::{FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NOATIME_FL, FS_NODUMP_FL};
 use crate::core::{Fs, FsError, FsResult, Ino};
+use crate::ctl::pages::{MEMFS_IOC_EVICT, MEMFS_IOC_PRIME, MEMFS_IOC_WHERE};
 
 // _IOR('f', 1, long), _IOW('f', 2, long), their 32-bit forms, and
 // _IOR('X', 31, struct fsxattr), _IOW('X', 32, struct fsxattr).
@@ -15,6 +18,10 @@ const FS_IOC32_GETFLAGS: u32 = 0x8004_6601;
 const FS_IOC32_SETFLAGS: u32 = 0x4004_6602;
 const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
 const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+
+/// Pages one evict or prime request handles (16 MiB), so one call never
+/// holds the FUSE worker for long.
+const PAGES_PER_CALL: usize = 4096;
 
 /// struct fsxattr: xflags, extsize, nextents, projid, cowextsize, 8 pad bytes.
 const FSXATTR_LEN: usize = 28;
@@ -55,6 +62,20 @@ pub fn ioctl(fs: &Fs, ino: Ino, cmd: u32, input: &[u8], out_size: u32) -> FsResu
             fs.set_fsflags(ino, flags)?;
             vec![]
         }
+        MEMFS_IOC_WHERE => {
+            let (resident, zip, disk) = fs.tiers(ino)?;
+            let allocated = fs.getattr(ino)?.blocks / 8;
+            [resident, zip, disk, allocated].iter().flat_map(|n| n.to_ne_bytes()).collect()
+        }
+        MEMFS_IOC_EVICT | MEMFS_IOC_PRIME => {
+            let from = u64_at(input, 0)?;
+            let (n, next) = if cmd == MEMFS_IOC_EVICT {
+                fs.evict_file(ino, from, PAGES_PER_CALL)?
+            } else {
+                fs.prime_file(ino, from, PAGES_PER_CALL)?
+            };
+            [n, next.unwrap_or(u64::MAX)].iter().flat_map(|n| n.to_ne_bytes()).collect()
+        }
         _ => return Err(FsError::NoIoctl),
     };
     out.truncate(out_size as usize);
@@ -64,6 +85,11 @@ pub fn ioctl(fs: &Fs, ino: Ino, cmd: u32, input: &[u8], out_size: u32) -> FsResu
 /// Whether a successful `cmd` changed the inode's ctime.
 pub fn changes_attrs(cmd: u32) -> bool {
     matches!(cmd, FS_IOC_SETFLAGS | FS_IOC32_SETFLAGS | FS_IOC_FSSETXATTR)
+}
+
+fn u64_at(input: &[u8], at: usize) -> FsResult<u64> {
+    let bytes = input.get(at..at + 8).ok_or(FsError::Invalid)?;
+    Ok(u64::from_ne_bytes(bytes.try_into().map_err(|_| FsError::Invalid)?))
 }
 
 fn u32_at(input: &[u8], at: usize) -> FsResult<u32> {
@@ -111,6 +137,20 @@ mod tests {
         assert_eq!(ioctl(&fs, f, 0x5401 /* TCGETS */, &[], 64), Err(FsError::NoIoctl));
         let s = fs.symlink(ROOT_INO, b"s", b"f", &Caller::ROOT).unwrap().ino;
         assert_eq!(ioctl(&fs, s, FS_IOC_GETFLAGS, &[], 4), Err(FsError::NoIoctl));
+    }
+
+    #[test]
+    fn pager_ioctls_encode_as_the_kernel_does_and_need_a_pager() {
+        // _IOR(0xE7, 1, [u64; 4]) and _IOWR(0xE7, 2/3, [u64; 2]).
+        assert_eq!((MEMFS_IOC_WHERE, MEMFS_IOC_EVICT, MEMFS_IOC_PRIME), (0x8020_e701, 0xc010_e702, 0xc010_e703));
+        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        let f = fs.mknod(ROOT_INO, b"f", 0o100644, 0, 0, &Caller::ROOT).unwrap().ino;
+        fs.write(f, 0, &[1u8; 5000], &Caller::ROOT).unwrap();
+        let out = ioctl(&fs, f, MEMFS_IOC_WHERE, &[], 32).unwrap();
+        let n = |i: usize| u64::from_ne_bytes(out[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!((n(0), n(1), n(2), n(3)), (2, 0, 0, 2)); // no pager: all in RAM
+        assert_eq!(ioctl(&fs, f, MEMFS_IOC_EVICT, &[0u8; 16], 16), Err(FsError::NotSupported));
+        assert_eq!(ioctl(&fs, f, MEMFS_IOC_PRIME, &[0u8; 4], 16), Err(FsError::Invalid));
     }
 
     #[test]

@@ -1,0 +1,133 @@
+//! `memfs where|evict|prime PATH...`: a file's pages per tier of the pager
+//! (as `fincore` shows the page cache), pushing a file out of RAM (as
+//! `vmtouch -e`), and loading it back (priming). Each works through
+//! memfs's own ioctls on the file (numbers here, answered in fuse/ioctl.rs); evict and prime go in
+//! steps of 16 MiB, so progress can be shown and no request is long.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use super::report::human_bytes;
+/// `_IOC(dir, type, nr, size)` as the kernel encodes it (asm-generic/ioctl.h).
+const fn ioc(dir: u32, nr: u32, size: u32) -> u32 {
+    (dir << 30) | (size << 16) | (MEMFS_IOC_TYPE << 8) | nr
+}
+const MEMFS_IOC_TYPE: u32 = 0xE7;
+/// `memfs where`: out = pages resident, compressed, on the backing store,
+/// allocated (4 native-endian u64s).
+pub const MEMFS_IOC_WHERE: u32 = ioc(2, 1, 32);
+/// `memfs evict`: in = first page; out = pages moved, next page (u64::MAX: done).
+pub const MEMFS_IOC_EVICT: u32 = ioc(3, 2, 16);
+/// `memfs prime`: in = first page; out = pages loaded, next page (u64::MAX: done).
+pub const MEMFS_IOC_PRIME: u32 = ioc(3, 3, 16);
+
+const PAGE: u64 = 4096;
+
+/// Which command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Where,
+    Evict,
+    Prime,
+}
+
+fn open(path: &Path) -> Result<File, String> {
+    File::open(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn call(file: &File, path: &Path, cmd: u32, buf: &mut [u64]) -> Result<(), String> {
+    // SAFETY: `buf` is as large as the size the command encodes (32 or 16
+    // bytes); the kernel copies at most that much in and out.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), cmd as _, buf.as_mut_ptr()) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    Err(match e.raw_os_error() {
+        Some(libc::ENOTTY) => format!("{}: not on a memfs", path.display()),
+        Some(libc::EOPNOTSUPP) => format!("{}: its memfs has no pager (mount it with ram=)", path.display()),
+        _ => format!("{}: {e}", path.display()),
+    })
+}
+
+/// Pages of the file at `path`: (resident, compressed, backing store, allocated).
+pub fn tiers(path: &Path) -> Result<[u64; 4], String> {
+    let file = open(path)?;
+    let mut out = [0u64; 4];
+    call(&file, path, MEMFS_IOC_WHERE, &mut out)?;
+    Ok(out)
+}
+
+/// One line of `memfs where`.
+pub fn where_line(path: &Path, t: [u64; 4]) -> String {
+    let [ram, zip, disk, all] = t;
+    let pct = |n: u64| (n * 100).checked_div(all).unwrap_or(0);
+    format!(
+        "{}: {} pages ({}): resident {ram} ({}%), compressed {zip} ({}%), backing store {disk} ({}%)",
+        path.display(),
+        all,
+        human_bytes(all * PAGE),
+        pct(ram),
+        pct(zip),
+        pct(disk)
+    )
+}
+
+/// Evict or prime the file at `path`; `progress(pages so far)` after each step.
+pub fn move_file(path: &Path, action: Action, progress: &mut dyn FnMut(u64)) -> Result<u64, String> {
+    let cmd = match action {
+        Action::Evict => MEMFS_IOC_EVICT,
+        Action::Prime => MEMFS_IOC_PRIME,
+        Action::Where => return Err("where moves nothing".into()),
+    };
+    let file = open(path)?;
+    let (mut total, mut from) = (0, 0);
+    loop {
+        let mut buf = [from, 0];
+        call(&file, path, cmd, &mut buf)?;
+        total += buf[0];
+        progress(total);
+        if buf[1] == u64::MAX {
+            return Ok(total);
+        }
+        from = buf[1];
+    }
+}
+
+/// Run `action` on every path; results to `out`, errors to `err`, and
+/// progress too when `err` is a terminal (`tty`). Returns whether every
+/// path worked.
+pub fn run(action: Action, paths: &[std::path::PathBuf], out: &mut dyn Write, err: &mut dyn Write, tty: bool) -> bool {
+    let mut ok = true;
+    for path in paths {
+        let result = match action {
+            Action::Where => tiers(path).map(|t| where_line(path, t)),
+            _ => {
+                let verb = if action == Action::Evict { "evicted" } else { "primed" };
+                let mut show = |n: u64| {
+                    if tty {
+                        let _ = write!(err, "\r{}: {verb} {}\x1b[K", path.display(), human_bytes(n * PAGE));
+                    }
+                };
+                move_file(path, action, &mut show).map(|n| {
+                    if tty {
+                        let _ = write!(err, "\r\x1b[K");
+                    }
+                    format!("{}: {verb} {} pages ({})", path.display(), n, human_bytes(n * PAGE))
+                })
+            }
+        };
+        match result {
+            Ok(line) => {
+                let _ = writeln!(out, "{line}");
+            }
+            Err(e) => {
+                let _ = writeln!(err, "memfs: {e}");
+                ok = false;
+            }
+        }
+    }
+    ok
+}
