@@ -50,8 +50,11 @@ pub enum Slot {
 }
 
 impl Slot {
+    /// A page that just became resident (written, or loaded by a page-in):
+    /// unreferenced, so that it counts as used again only when a later
+    /// request touches it (a one-pass scan must not look like a hot set).
     fn ram(bytes: Box<[u8]>) -> Slot {
-        Slot::Ram { bytes, refd: AtomicBool::new(true) }
+        Slot::Ram { bytes, refd: AtomicBool::new(false) }
     }
 
     fn is_data(&self) -> bool {
@@ -332,16 +335,17 @@ impl FileData {
         self.read_counted(off, len, true)
     }
 
-    /// `read`, counting pager hits or not (pages just loaded were misses).
+    /// `read`; `count`: count pager hits and set reference bits (not for
+    /// pages this very request just loaded: those were misses).
     fn read_counted(&self, off: u64, len: usize, count: bool) -> Result<Vec<u8>, Vec<(u64, Cold)>> {
         let mut out = vec![0u8; len];
         let mut cold = vec![];
         let mut hits = 0;
         self.visit(off, len, &mut |idx, page| match page {
             Slot::Ram { bytes, refd } => {
-                if self.home.is_some() {
+                if self.home.is_some() && count {
                     refd.store(true, Ordering::Relaxed);
-                    hits += u64::from(count);
+                    hits += 1;
                 }
                 copy_out(&mut out, off, idx, bytes);
             }
@@ -397,6 +401,14 @@ impl FileData {
                     self.replace(idx, Slot::ram(Box::from(chunk)));
                 }
                 Some(cold) => {
+                    // A paged-out page written in part is loaded first; a
+                    // whole page is admitted for it before, so the load and
+                    // any growth fit together (asking again after the load
+                    // could send it straight back out, for ever).
+                    if cold && !self.admits(PAGE) {
+                        w.ram_full = true;
+                        break;
+                    }
                     if cold && self.make_resident(idx).is_err() {
                         w.error = true;
                         break;
@@ -406,7 +418,7 @@ impl FileData {
                         _ => 0,
                     };
                     let want = if have >= in_page + n { have } else { buffer_len(in_page + n) };
-                    if !self.admits(want - have) {
+                    if !cold && !self.admits(want - have) {
                         w.ram_full = true;
                         break;
                     }

@@ -15,7 +15,9 @@ use crate::sync::{Arc, RwLock};
 
 impl Fs {
     /// Run reclaim until `need` more bytes fit under the ceiling. Returns
-    /// whether they fit (always, without a pager or a ceiling).
+    /// whether they fit now or reclaim at least moved something out (with
+    /// several workers, page-ins elsewhere may take the room it made: the
+    /// caller tries again), false only when nothing can leave RAM.
     pub(super) fn make_room(&self, need: u64) -> bool {
         let Some(p) = self.pager.as_deref() else { return true };
         // Never ask for more than a quarter of the ceiling at once (and at
@@ -26,24 +28,36 @@ impl Fs {
         }
         let _one_reclaimer = p.reclaim_lock();
         let mut budget = 2 * p.queued() + 64;
+        let mut moved = false;
         while !p.admits(need) && budget > 0 {
             budget -= 1;
             if p.zip_over_share() && self.write_back_one(p) {
+                moved = true;
                 continue;
             }
             match p.candidate() {
                 Some((id, from)) => {
                     let verdict = self.evict_one(p, id);
+                    moved |= verdict == Verdict::Evicted;
                     p.report(id, from, verdict);
                 }
                 None => {
                     if !self.write_back_one(p) {
                         break;
                     }
+                    moved = true;
                 }
             }
         }
-        p.admits(need)
+        p.admits(need) || moved
+    }
+
+    /// After a page-in passed the ceiling (reads may, by a request's pages),
+    /// bring RAM back under it.
+    pub(super) fn settle_ceiling(&self) {
+        if self.pager.as_deref().is_some_and(|p| p.limit() > 0 && p.ram_bytes() > p.limit()) {
+            self.make_room(0);
+        }
     }
 
     /// The content lock of the file holding `id`, if it still exists.

@@ -14,6 +14,10 @@ use crate::sync::{Arc, RwLock};
 /// Pages a writer at the RAM ceiling makes room for at a time.
 const RECLAIM_BATCH: u64 = 32;
 
+/// Reclaim rounds in a row after which a writer that wrote nothing stops
+/// (short write, or ENOSPC): the pages reclaim frees keep going elsewhere.
+const MAX_STALLED_ROUNDS: u32 = 64;
+
 /// fallocate(2) modes memfs supports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FallocMode {
@@ -61,7 +65,10 @@ impl Fs {
         let mut data = lock.write();
         Fs::install_loaded(&mut data, &cold, pages);
         let n = len(&inode.meta());
-        data.read_loading(off, n).map_err(|_| FsError::Io)
+        let bytes = data.read_loading(off, n).map_err(|_| FsError::Io);
+        drop(data);
+        self.settle_ceiling();
+        bytes
     }
 
     /// Write `buf` at `off`. A write that only partly fits in `size=` (or,
@@ -76,6 +83,7 @@ impl Fs {
         let lock = data_lock(&inode);
         let mut written = 0;
         let mut failed = false;
+        let mut stalled = 0;
         loop {
             let mut data = lock.write();
             let w = if self.no_data() {
@@ -93,9 +101,12 @@ impl Fs {
             drop(m);
             drop(data);
             failed |= w.error;
-            // At the RAM ceiling: page others out (no lock held), go on.
+            // At the RAM ceiling: page others out (no lock held), go on; give
+            // up when reclaim can move nothing, or rounds stop advancing
+            // (other workers' page-ins taking every page it frees).
+            stalled = if w.bytes == 0 { stalled + 1 } else { 0 };
             let batch = ((room - written) as u64).div_ceil(PAGE_SIZE).clamp(1, RECLAIM_BATCH) * PAGE_SIZE;
-            if !w.ram_full || written >= room || !self.make_room(batch) {
+            if !w.ram_full || written >= room || stalled > MAX_STALLED_ROUNDS || !self.make_room(batch) {
                 break;
             }
         }

@@ -15,6 +15,12 @@
 //! the daemon exits. `backing=/dev/BLOCKDEV` uses the device itself,
 //! capacity = its size. The I/O goes through [`BackingIo`] so that tests can
 //! inject errors.
+//!
+//! The store is opened with O_DIRECT and every read and write is one whole,
+//! aligned slot: pages that left RAM must not come back into RAM as the
+//! kernel's page cache of the store (that would make `ram=` a fiction).
+//! Where the file system refuses O_DIRECT, the store is buffered and says
+//! so in its description (`stats/pager`'s log line, docs/PAGER.md).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,7 +28,7 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::FromRawFd;
 use std::path::Path;
 
@@ -94,17 +100,16 @@ impl Backing {
     pub fn open(path: &Path) -> Result<Backing, String> {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         if meta.is_dir() {
-            let file = unnamed_file(path).map_err(|e| format!("cannot create a file in {}: {e}", path.display()))?;
-            return Ok(Backing::with_io(
-                Box::new(FileIo(file)),
-                u32::MAX,
-                format!("{} (unnamed file)", path.display()),
-            ));
+            let (file, direct) =
+                unnamed_file(path).map_err(|e| format!("cannot create a file in {}: {e}", path.display()))?;
+            let how = if direct { "unnamed file, O_DIRECT" } else { "unnamed file, buffered: no O_DIRECT there" };
+            return Ok(Backing::with_io(Box::new(FileIo(file)), u32::MAX, format!("{} ({how})", path.display())));
         }
         if meta.file_type().is_block_device() {
             let file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
+                .custom_flags(libc::O_DIRECT)
                 .open(path)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             let bytes = file.metadata().map(|m| m.len()).ok().filter(|&n| n > 0).or_else(|| device_size(&file));
@@ -164,7 +169,9 @@ impl Backing {
         debug_assert!(!bytes.is_empty() && bytes.len() <= PAGE_SIZE as usize);
         let slot = self.alloc()?;
         let r = DiskRef { slot, len: bytes.len() as u16, raw, crc: crc32c::crc32c(bytes) };
-        match self.io.write_at(bytes, u64::from(slot) * PAGE_SIZE) {
+        let mut buf = Box::new(SlotBuf([0; SLOT]));
+        buf.0[..bytes.len()].copy_from_slice(bytes);
+        match self.io.write_at(&buf.0, u64::from(slot) * PAGE_SIZE) {
             Ok(()) => Ok(r),
             Err(e) => {
                 self.free(&r);
@@ -175,31 +182,46 @@ impl Backing {
 
     /// The bytes stored at `r`, checked against their checksum.
     pub fn load(&self, r: &DiskRef) -> Result<Vec<u8>, LoadError> {
-        let mut buf = vec![0u8; usize::from(r.len)];
-        self.io.read_at(&mut buf, u64::from(r.slot) * PAGE_SIZE).map_err(|_| LoadError::Io)?;
-        if crc32c::crc32c(&buf) != r.crc {
+        let mut buf = Box::new(SlotBuf([0; SLOT]));
+        self.io.read_at(&mut buf.0, u64::from(r.slot) * PAGE_SIZE).map_err(|_| LoadError::Io)?;
+        let bytes = buf.0.get(..usize::from(r.len)).ok_or(LoadError::Checksum)?;
+        if crc32c::crc32c(bytes) != r.crc {
             return Err(LoadError::Checksum);
         }
-        Ok(buf)
+        Ok(bytes.to_vec())
     }
 }
 
-/// An unnamed read-write file in `dir`: O_TMPFILE, or create and unlink.
-fn unnamed_file(dir: &Path) -> io::Result<File> {
+/// One slot's worth of bytes, aligned for O_DIRECT.
+const SLOT: usize = PAGE_SIZE as usize;
+#[repr(C, align(4096))]
+struct SlotBuf([u8; SLOT]);
+
+/// An unnamed read-write file in `dir`: O_TMPFILE, or create and unlink;
+/// O_DIRECT where the file system takes it (the bool says whether).
+fn unnamed_file(dir: &Path) -> io::Result<(File, bool)> {
     let c = CString::new(dir.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: c is a valid NUL-terminated path; the result is checked.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC, 0o600) };
-    if fd >= 0 {
-        // SAFETY: open returned a new descriptor that we now own.
-        return Ok(unsafe { File::from_raw_fd(fd) });
+    let mut last = io::Error::from_raw_os_error(libc::EINVAL);
+    for direct in [libc::O_DIRECT, 0] {
+        let flags = libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC | direct;
+        // SAFETY: c is a valid NUL-terminated path; the result is checked.
+        let fd = unsafe { libc::open(c.as_ptr(), flags, 0o600) };
+        if fd >= 0 {
+            // SAFETY: open returned a new descriptor that we now own.
+            return Ok((unsafe { File::from_raw_fd(fd) }, direct != 0));
+        }
+        last = io::Error::last_os_error();
+        if !matches!(last.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)) {
+            return Err(last);
+        }
     }
-    let err = io::Error::last_os_error();
-    if !matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)) {
-        return Err(err);
-    }
+    let _ = last;
     for n in 0..100u32 {
         let path = dir.join(format!(".memfs-backing-{}-{n}", std::process::id()));
-        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+        let open = |direct: i32| {
+            std::fs::OpenOptions::new().read(true).write(true).create_new(true).custom_flags(direct).open(&path)
+        };
+        match open(libc::O_DIRECT).map(|f| (f, true)).or_else(|_| open(0).map(|f| (f, false))) {
             Ok(f) => {
                 std::fs::remove_file(&path)?;
                 return Ok(f);
@@ -287,6 +309,7 @@ pub mod tests {
         assert_eq!(b.store(b"three", false).unwrap_err().raw_os_error(), Some(libc::ENOSPC));
         assert_eq!(b.load(&r1).unwrap(), b"one");
         assert_eq!(b.load(&r2).unwrap(), vec![2u8; 4096]);
+        assert_eq!(io.bytes.lock().len(), 2 * 4096, "whole slots only");
         b.free(&r1);
         let r3 = b.store(b"three", false).unwrap();
         assert_eq!(r3.slot, r1.slot, "freed slot reused");
@@ -314,6 +337,9 @@ pub mod tests {
         let dir = std::env::temp_dir();
         let b = Backing::open(&dir).unwrap();
         let r = b.store(b"hello", false).unwrap();
+        assert_eq!(b.load(&r).unwrap(), b"hello");
+        let r2 = b.store(&[9u8; 4096], true).unwrap();
+        assert_eq!(b.load(&r2).unwrap(), vec![9u8; 4096]);
         assert_eq!(b.load(&r).unwrap(), b"hello");
     }
 }

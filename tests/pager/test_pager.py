@@ -1,0 +1,510 @@
+"""The pager (ram=, swappct=, compress=, backing=): data survives every tier.
+
+memfs only (kernel tmpfs has no pager). Every test mounts its own memfs
+(and, where it needs one, a backing directory under /var/tmp or a small
+kernel tmpfs) and removes them whatever happens. Reads that must reach
+memfs come after `echo 3 > /proc/sys/vm/drop_caches`: with the kernel's
+page cache on, a cached read never reaches the pager.
+
+Covers: fsx-style random pwrite/pread/ftruncate/punch-hole against an
+in-memory model with 10x the ceiling in files, for lz4, zstd and no
+compression, and lz4 with threads=4 (seeded; PAGER_FSX_SEED=N replays a
+run, PAGER_FSX_OPS=N sets its length); the compressed tier as the last one without a backing store
+(compressible data past the ceiling fits, incompressible data ends in
+ENOSPC, nothing lost, space comes back); a full backing store (ENOSPC,
+counted, nothing lost, space reused); invalid pager options refused by
+name with nothing mounted; nothing of the data reachable by name in the
+backing directory, and the unnamed file gone with the daemon; the hot set
+surviving one sequential scan (S3-FIFO).
+"""
+import contextlib
+import hashlib
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+from mounts import MEMFS_BIN, umount
+
+from .helpers import (ENOSPC_ERRNO, KIB, MIB, PAGE, drop_caches, holders_of, loop_device, memfs,
+                      mixed_bytes, mounted_at, pager_stats, punch_hole, read_whole,
+                      require_root_and_memfs, scratch_dir, seeded_rng, settle, stats_line, text_data,
+                      tmpfs_dir, write_all)
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(autouse=True)
+def _root_and_binary():
+    require_root_and_memfs()
+
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def first_difference(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def pager_is_empty(s):
+    return (s["resident_pages"], s["compressed_pages"], s["backing_pages"], s["ram_bytes"]) == (0, 0, 0, 0)
+
+
+# ------------------------------------------------------------------ 1. fsx
+
+FSX_FILES = 5
+FSX_MAX_SIZE = 8 * MIB          # 5 files x 8 MiB = 10x ram=4M
+FSX_MAX_IO = 256 * KIB
+FSX_DROP_EVERY = 40
+FSX_OPS = int(os.environ.get("PAGER_FSX_OPS") or 5000)
+
+
+class Fsx:
+    """Random operations on a few files, each mirrored in a bytearray."""
+
+    def __init__(self, mnt, rng, seed):
+        self.mnt, self.rng, self.seed = mnt, rng, seed
+        self.paths = [os.path.join(mnt, f"fsx{i}") for i in range(FSX_FILES)]
+        self.fds = [os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) for p in self.paths]
+        self.model = [bytearray() for _ in self.paths]
+        self.log = []
+        self.max_ram_seen = 0
+        self.max_compressed_pages = 0
+
+    def close(self):
+        for fd in self.fds:
+            os.close(fd)
+
+    def fail(self, msg):
+        tail = "\n  ".join(self.log[-25:])
+        try:
+            stats = stats_line(pager_stats(self.mnt))
+        except OSError as e:
+            stats = f"(stats/pager unreadable: {e})"
+        pytest.fail(f"seed={self.seed} (replay: PAGER_FSX_SEED={self.seed}): {msg}\n"
+                    f"pager: {stats}\nlast operations:\n  {tail}", pytrace=False)
+
+    def pwrite(self, i, off, data):
+        self.log.append(f"#{len(self.log)} pwrite f{i} off={off} len={len(data)}")
+        n, err = write_all(self.fds[i], data, off)
+        if err or n != len(data):
+            self.fail(f"pwrite f{i} off={off} len={len(data)}: wrote {n}, errno {err}")
+        m = self.model[i]
+        if off > len(m):
+            m.extend(bytes(off - len(m)))
+        m[off:off + len(data)] = data
+
+    def check_read(self, i, off, length):
+        self.log.append(f"#{len(self.log)} pread f{i} off={off} len={length}")
+        got = os.pread(self.fds[i], length, off)
+        want = bytes(self.model[i][off:off + length])
+        if got != want:
+            d = first_difference(got, want)
+            self.fail(f"pread f{i} off={off} len={length}: got {len(got)} bytes, want {len(want)}; "
+                      f"first difference at file offset {off + d} "
+                      f"(got {got[d:d + 16].hex()} want {want[d:d + 16].hex()})")
+
+    def truncate(self, i, size):
+        self.log.append(f"#{len(self.log)} ftruncate f{i} {len(self.model[i])} -> {size}")
+        os.ftruncate(self.fds[i], size)
+        m = self.model[i]
+        if size < len(m):
+            del m[size:]
+        else:
+            m.extend(bytes(size - len(m)))
+
+    def punch(self, i, off, length):
+        self.log.append(f"#{len(self.log)} punch f{i} off={off} len={length}")
+        punch_hole(self.fds[i], off, length)
+        m = self.model[i]
+        end = min(off + length, len(m))
+        if off < end:
+            m[off:end] = bytes(end - off)
+
+    def sample_stats(self):
+        s = pager_stats(self.mnt)
+        self.max_ram_seen = max(self.max_ram_seen, s["ram_bytes"])
+        self.max_compressed_pages = max(self.max_compressed_pages, s["compressed_pages"])
+        if s["ram_bytes"] > s["ram_limit_bytes"] + MIB:
+            self.fail(f"ram_bytes over the ceiling by more than 1 MiB: {stats_line(s)}")
+        if s["checksum_errors_total"] or s["io_errors_total"]:
+            self.fail(f"pager errors: {stats_line(s)}")
+        return s
+
+    def fill(self):
+        """Every file to its full size first: 10x the ceiling from the start."""
+        for i in range(FSX_FILES):
+            off = 0
+            while off < FSX_MAX_SIZE:
+                data = mixed_bytes(self.rng, min(FSX_MAX_IO, FSX_MAX_SIZE - off))
+                self.pwrite(i, off, data)
+                off += len(data)
+        self.sample_stats()
+
+    def step(self):
+        rng = self.rng
+        i = rng.randrange(FSX_FILES)
+        size = len(self.model[i])
+        r = rng.random()
+        if r < 0.48:
+            off = rng.randrange(0, FSX_MAX_SIZE)
+            if rng.random() < 0.5:
+                off -= off % PAGE  # page-aligned half the time
+            length = rng.randint(1, FSX_MAX_IO)
+            self.pwrite(i, off, mixed_bytes(rng, min(length, FSX_MAX_SIZE + FSX_MAX_IO - off)))
+        elif r < 0.88:
+            off = rng.randrange(0, size + PAGE)
+            self.check_read(i, off, rng.randint(1, FSX_MAX_IO))
+        elif r < 0.95:
+            off = rng.randrange(0, size + 2 * FSX_MAX_IO)
+            self.punch(i, off, rng.randint(1, FSX_MAX_IO))
+        else:
+            k = rng.random()
+            if k < 0.1:
+                new = rng.randrange(0, size + 1)  # shrink anywhere
+            elif k < 0.6:
+                new = rng.randrange(size - size // 8, size + 1)  # shrink a little
+            else:
+                new = rng.randrange(size, max(size, FSX_MAX_SIZE) + 1)  # grow (a sparse tail)
+            self.truncate(i, new)
+
+    def data_pages(self):
+        """Pages of the model holding a non-zero byte (what the pager must keep)."""
+        zero = bytes(PAGE)
+        return sum(1 for m in self.model for o in range(0, len(m), PAGE) if m[o:o + PAGE] != zero[:len(m) - o])
+
+    def verify_all(self):
+        drop_caches()
+        for i, p in enumerate(self.paths):
+            st = os.stat(p)
+            if st.st_size != len(self.model[i]):
+                self.fail(f"f{i}: size {st.st_size}, model {len(self.model[i])}")
+            got = read_whole(p)
+            if got != self.model[i]:
+                d = first_difference(got, self.model[i])
+                self.fail(f"final check f{i}: contents differ from the model at offset {d} "
+                          f"(size {len(got)})")
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("codec,extra", [("lz4", ""), ("zstd", ""), ("off", ""), ("lz4", ",threads=4")],
+                         ids=["lz4", "zstd", "off", "lz4-threads4"])
+def test_fsx_random_io_against_a_model(codec, extra):
+    """threads=4: the kernel's asynchronous readahead then reaches memfs in
+    other workers while a write is making room (one client thread here)."""
+    rng, seed = seeded_rng("PAGER_FSX_SEED")
+    print(f"fsx seed={seed} codec={codec}{extra} ops={FSX_OPS} (replay: PAGER_FSX_SEED={seed})")
+    with scratch_dir() as back, memfs(f"size=512M,ram=4M,compress={codec},backing={back}{extra}") as mnt:
+        fsx = Fsx(mnt, rng, seed)
+        try:
+            fsx.fill()
+            for n in range(FSX_OPS):
+                fsx.step()
+                if n % FSX_DROP_EVERY == FSX_DROP_EVERY - 1:
+                    drop_caches()
+                    fsx.sample_stats()
+            fsx.verify_all()
+        finally:
+            fsx.close()
+        s = fsx.sample_stats()
+        print(f"after {FSX_OPS} ops: {stats_line(s)}; max ram_bytes seen {fsx.max_ram_seen}; "
+              f"model: {sum(map(len, fsx.model))} bytes, {fsx.data_pages()} non-zero pages")
+        assert s["evictions_total"] > 0, f"seed={seed}: nothing was evicted: {stats_line(s)}"
+        assert s["page_ins_total"] > 0, f"seed={seed}: nothing was paged in: {stats_line(s)}"
+        assert s["page_outs_total"] > 0, f"seed={seed}: nothing reached the backing store: {stats_line(s)}"
+        assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, stats_line(s)
+        assert (s["checksum_errors_total"], s["io_errors_total"], s["backing_full_total"]) == (0, 0, 0), \
+            stats_line(s)
+        if codec == "off":
+            assert fsx.max_compressed_pages == 0, f"compress=off but pages were compressed: {stats_line(s)}"
+        else:
+            assert fsx.max_compressed_pages > 0, f"compress={codec} never compressed a page: {stats_line(s)}"
+        # Deleting everything gives every tier back.
+        for p in fsx.paths:
+            os.unlink(p)
+        s = settle(lambda: pager_stats(mnt), pager_is_empty)
+        assert pager_is_empty(s), f"seed={seed}: pages left after deleting every file: {stats_line(s)}"
+
+
+# ------------------------------------- 2. compressed RAM as the last tier
+
+def test_without_backing_store_compression_then_enospc():
+    text = text_data(4 * MIB)  # twice the ceiling; plain text compresses 2-3x page by page
+    with memfs("size=256M,ram=2M,compress=lz4") as mnt:
+        tpath = os.path.join(mnt, "text")
+        fd = os.open(tpath, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            n, err = write_all(fd, text)
+        finally:
+            os.close(fd)
+        s = pager_stats(mnt)
+        assert (n, err) == (len(text), 0), f"compressible text did not fit: {n} of {len(text)}, " \
+                                           f"errno {err}; {stats_line(s)}"
+        assert s["compressed_original_bytes"] > s["compressed_bytes"], stats_line(s)
+        assert s["ram_bytes"] <= s["ram_limit_bytes"], stats_line(s)
+        drop_caches()
+        assert read_whole(tpath) == text
+        s = pager_stats(mnt)
+        assert s["page_ins_total"] > 0, f"the text was never paged in: {stats_line(s)}"
+        assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, stats_line(s)
+
+        # Incompressible data: nowhere to go once RAM is full.
+        sums = {}
+        stopped = None
+        for i in range(64):  # 64 MiB: far more than fits
+            path = os.path.join(mnt, f"rand{i}")
+            data = os.urandom(MIB)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                n, err = write_all(fd, data)
+            finally:
+                os.close(fd)
+            sums[path] = sha256(data[:n])
+            if err:
+                stopped = (i, n, err)
+                break
+        s = pager_stats(mnt)
+        assert stopped is not None, f"64 MiB of random data fit in ram=2M without a backing store: " \
+                                    f"{stats_line(s)}"
+        assert stopped[2] == ENOSPC_ERRNO, f"writer stopped with errno {stopped[2]}, not ENOSPC"
+        assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, stats_line(s)
+        assert os.stat(mnt).st_mode  # the daemon is alive
+        drop_caches()
+        assert sha256(read_whole(tpath)) == sha256(text), "the text changed after ENOSPC"
+        for path, digest in sums.items():
+            assert sha256(read_whole(path)) == digest, f"{path} changed after ENOSPC"
+        s = pager_stats(mnt)
+        assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, f"reading back left RAM over the " \
+                                                             f"ceiling: {stats_line(s)}"
+        assert (s["checksum_errors_total"], s["io_errors_total"]) == (0, 0), stats_line(s)
+
+        # Space comes back when files go: as much random data fits again.
+        accepted = sum(os.stat(path).st_size for path in sums)
+        text_pages = len(text) // PAGE
+        print(f"random data accepted before ENOSPC: {accepted} bytes; {stats_line(s)}")
+        for path in sums:
+            os.unlink(path)
+        s = settle(lambda: pager_stats(mnt),
+                   lambda s: s["resident_pages"] + s["compressed_pages"] <= text_pages)
+        assert s["resident_pages"] + s["compressed_pages"] <= text_pages, \
+            f"deleted files' pages not given back: {stats_line(s)}"
+        again = os.path.join(mnt, "again")
+        data = os.urandom(max(accepted - 64 * KIB, PAGE))
+        fd = os.open(again, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            n, err = write_all(fd, data)
+        finally:
+            os.close(fd)
+        assert (n, err) == (len(data), 0), \
+            f"after deleting {accepted} bytes of random data, rewriting {len(data)} stopped at {n}, " \
+            f"errno {err}; {stats_line(pager_stats(mnt))}"
+        drop_caches()
+        assert read_whole(again) == data
+        assert read_whole(tpath) == text
+
+
+# ------------------------------------------------- 3. a full backing store
+
+@contextlib.contextmanager
+def eight_mib_store(kind):
+    if kind == "tmpfs-dir":
+        with tmpfs_dir("8M") as back:
+            yield back
+    else:
+        with loop_device(8 * MIB) as dev:
+            yield dev
+
+
+@pytest.mark.parametrize("kind", ["tmpfs-dir", "block-device"])
+def test_full_backing_store_gives_enospc_and_loses_nothing(kind):
+    """An 8 MiB backing store: a directory on a small tmpfs (the unnamed file
+    grows until the tmpfs is full) or a loop device (a fixed capacity)."""
+    with eight_mib_store(kind) as back, memfs(f"size=1G,ram=2M,compress=off,backing={back}") as mnt:
+        if kind == "block-device":
+            assert pager_stats(mnt)["backing_capacity_bytes"] == 8 * MIB
+        sums = {}
+        stopped = None
+        for i in range(64):  # 64 MiB: far more than 2M + 8M
+            path = os.path.join(mnt, f"f{i:02d}")
+            data = os.urandom(MIB)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                n, err = write_all(fd, data)
+            finally:
+                os.close(fd)
+            sums[path] = sha256(data[:n])
+            if err:
+                stopped = (i, n, err)
+                break
+        s = pager_stats(mnt)
+        print(f"stopped at {stopped}: {stats_line(s)}")
+        assert stopped is not None, f"64 MiB fit in ram=2M + an 8M backing store: {stats_line(s)}"
+        assert stopped[2] == ENOSPC_ERRNO, f"writer stopped with errno {stopped[2]}, not ENOSPC"
+        assert stopped[0] >= 6, f"ENOSPC after only {stopped[0]} MiB: {stats_line(s)}"
+        assert s["backing_full_total"] > 0, stats_line(s)
+        assert s["backing_pages"] > 0, stats_line(s)
+        assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, stats_line(s)
+
+        drop_caches()
+        for path, digest in sums.items():
+            assert sha256(read_whole(path)) == digest, f"{path} changed: {stats_line(pager_stats(mnt))}"
+        s = pager_stats(mnt)
+        assert (s["checksum_errors_total"], s["io_errors_total"]) == (0, 0), stats_line(s)
+        assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, stats_line(s)
+
+        # Delete half; the freed slots (and RAM) are reused.
+        paths = sorted(sums)
+        gone = paths[::2]
+        before = s["backing_pages"] + s["resident_pages"]
+        for path in gone:
+            os.unlink(path)
+            del sums[path]
+        freed = (len(gone) - 1) * MIB // PAGE  # at least: the last file may be short
+        s = settle(lambda: pager_stats(mnt),
+                   lambda s: s["backing_pages"] + s["resident_pages"] <= before - freed)
+        assert s["backing_pages"] + s["resident_pages"] <= before - freed, \
+            f"deleted files' pages not given back: before {before} pages, {stats_line(s)}"
+        for i in range(len(gone) - 1):
+            path = os.path.join(mnt, f"again{i}")
+            data = os.urandom(MIB)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                n, err = write_all(fd, data)
+            finally:
+                os.close(fd)
+            assert (n, err) == (MIB, 0), \
+                f"rewrite {i} after deleting: {n} bytes, errno {err}; {stats_line(pager_stats(mnt))}"
+            sums[path] = sha256(data)
+        drop_caches()
+        for path, digest in sums.items():
+            assert sha256(read_whole(path)) == digest, f"{path} changed: {stats_line(pager_stats(mnt))}"
+        s = pager_stats(mnt)
+        assert (s["checksum_errors_total"], s["io_errors_total"]) == (0, 0), stats_line(s)
+
+
+# --------------------------------------------------------- 4. bad options
+
+BAD_OPTIONS = [
+    ("ram=abc", "ram"),
+    ("ram=101%", "ram"),
+    ("ram=-1", "ram"),
+    ("ram=4M,compress=gzip", "compress"),
+    ("ram=4M,compress=zstd:0", "compress"),
+    ("ram=4M,compress=zstd:20", "compress"),
+    ("ram=4M,backing=relative", "backing"),
+    ("ram=4M,backing=", "backing"),
+    ("ram=4M,backing=/nonexistent/dir", "backing"),
+    ("ram=4M,backing=/etc/passwd", "backing"),
+    ("compress=lz4", "compress"),
+    ("compress=off", "compress"),
+    ("backing=/var/tmp", "backing"),
+    ("size=0,swappct=50", "swappct"),
+    ("size=64M,swappct=0", "swappct"),
+    ("size=64M,swappct=101", "swappct"),
+    ("size=64M,swappct=abc", "swappct"),
+    ("size=64M,ram=4M,swappct=50", "swappct"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("options,name", BAD_OPTIONS, ids=[o for o, _ in BAD_OPTIONS])
+def test_bad_pager_options_refused(options, name):
+    mnt = tempfile.mkdtemp(prefix="memfs-pager-opt-")
+    try:
+        r = subprocess.run([MEMFS_BIN, "-o", options, mnt], capture_output=True, text=True, timeout=30)
+        now_mounted = mounted_at(mnt)
+        assert r.returncode != 0, f"-o {options} accepted (stderr {r.stderr!r})"
+        assert name in r.stderr, f"-o {options}: stderr does not name {name!r}: {r.stderr!r}"
+        assert not now_mounted, f"-o {options} refused but {mnt} is mounted"
+    finally:
+        umount(mnt)
+        os.rmdir(mnt)
+
+
+def test_good_pager_options_accepted():
+    """The counterpart: valid spellings mount, and stats/pager shows the ceiling."""
+    with scratch_dir() as back:
+        for options, limit in [("size=64M,ram=4M", 4 * MIB), ("size=64M,ram=4096k,compress=zstd:3", 4 * MIB),
+                               ("size=64M,swappct=25", 16 * MIB),
+                               (f"size=64M,ram=1m,compress=off,backing={back}", MIB)]:
+            with memfs(options) as mnt:
+                assert pager_stats(mnt)["ram_limit_bytes"] == limit, options
+
+
+# ----------------------------------- 5. nothing left in the backing path
+
+def test_backing_directory_shows_nothing():
+    marker = b"memfs-pager-marker-7f3a9c1e-" + b"0123456789abcdef" * 2 + b"\n"
+    payload = (marker * (8 * MIB // len(marker) + 1))[:8 * MIB]
+    with scratch_dir() as back:
+        with memfs(f"size=64M,ram=1M,compress=off,backing={back}") as mnt:
+            path = os.path.join(mnt, "secret")
+            with open(path, "wb") as f:
+                f.write(payload)
+            s = pager_stats(mnt)
+            assert s["backing_pages"] > 0, stats_line(s)
+            assert s["backing_bytes"] >= 6 * MIB, stats_line(s)
+            assert os.listdir(back) == [], "the backing file has a name"
+            holders = holders_of(back)
+            assert len(holders) == 1, f"expected the daemon alone to hold the backing file: {holders}"
+            (targets,) = holders.values()
+            assert all(t.endswith("(deleted)") for t in targets), targets
+            drop_caches()
+            assert read_whole(path) == payload
+        assert os.listdir(back) == []
+        # The unnamed file lives as long as the daemon holds it: it must go with the mount.
+        left = settle(lambda: holders_of(back), lambda h: not h)
+        assert not left, f"after unmount, processes still hold the backing file: {left}"
+
+
+# ------------------------------------------------- 6. scan resistance
+
+def read_and_count(mnt, path):
+    """Read the whole file after dropping the page cache; the pager's hits and
+    misses while doing it, and the bytes read."""
+    drop_caches()
+    before = pager_stats(mnt)
+    data = read_whole(path)
+    after = pager_stats(mnt)
+    return after["hits_total"] - before["hits_total"], after["misses_total"] - before["misses_total"], data
+
+
+@pytest.mark.parametrize("scan_written", ["before_hot", "after_hot"])
+def test_hot_set_survives_one_scan(scan_written):
+    rng, seed = seeded_rng("PAGER_SCAN_SEED")
+    hot_data = mixed_bytes(rng, 3 * MIB)
+    hot_pages = len(hot_data) // PAGE
+    with scratch_dir() as back, memfs(f"size=256M,ram=8M,compress=off,backing={back}") as mnt:
+        hot, scan = os.path.join(mnt, "hot"), os.path.join(mnt, "scan")
+
+        def write_scan():
+            with open(scan, "wb") as f:
+                for _ in range(32):
+                    f.write(os.urandom(MIB))
+
+        if scan_written == "before_hot":
+            write_scan()
+        with open(hot, "wb") as f:
+            f.write(hot_data)
+        for _ in range(3):
+            _, _, data = read_and_count(mnt, hot)
+            assert data == hot_data
+        if scan_written == "after_hot":
+            write_scan()
+        scan_hits, scan_misses, data = read_and_count(mnt, scan)
+        assert len(data) == 32 * MIB
+        s = pager_stats(mnt)
+        assert scan_misses > 0, f"the scan never reached the pager: {stats_line(s)}"
+        hits, misses, data = read_and_count(mnt, hot)
+        assert data == hot_data
+        s = pager_stats(mnt)
+        print(f"hot file {hot_pages} pages: {hits} hits, {misses} misses after the scan "
+              f"({scan_hits} hits, {scan_misses} misses); {stats_line(s)}")
+        assert hits + misses >= hot_pages, f"the hot read did not reach the pager: {hits} + {misses}"
+        assert misses < hot_pages // 4, \
+            f"a 32 MiB scan pushed the hot set out: {misses} of {hot_pages} hot pages missed; {stats_line(s)}"
