@@ -13,11 +13,25 @@ use super::types::{Ino, Kind};
 use super::{Fs, FsError, FsResult};
 use crate::sync::{Arc, RwLock};
 
+/// Pages reclaim moves, and write-back writes, at a time.
+const BATCH: usize = 32;
+
+/// Give back a slot made for a page that did not take it.
+fn release(p: &Pager, slot: Slot) {
+    if let (Slot::Disk(r), Some(b)) = (&slot, p.backing()) {
+        b.free(r);
+    }
+}
+
 impl Fs {
     /// Run reclaim until `need` more bytes fit under the ceiling. Returns
     /// whether they fit now or reclaim at least moved something out (with
     /// several workers, page-ins elsewhere may take the room it made: the
     /// caller tries again), false only when nothing can leave RAM.
+    ///
+    /// Victims are taken [`BATCH`] at a time, so that what goes to the
+    /// backing store goes in a few large writes; a round may free up to a
+    /// batch more than asked, which spares the next requests a round.
     pub(super) fn make_room(&self, need: u64) -> bool {
         let Some(p) = self.pager.as_deref() else { return true };
         // Never ask for more than a quarter of the ceiling at once (and at
@@ -30,23 +44,29 @@ impl Fs {
         let mut budget = 2 * p.queued() + 64;
         let mut moved = false;
         while !p.admits(need) && budget > 0 {
-            budget -= 1;
-            if p.zip_over_share() && self.write_back_one(p) {
+            if p.zip_over_share() && self.write_back(p) > 0 {
                 moved = true;
                 continue;
             }
-            match p.candidate() {
-                Some((id, from)) => {
-                    let verdict = self.evict_one(p, id);
-                    moved |= verdict == Verdict::Evicted;
-                    p.report(id, from, verdict);
+            let mut victims = vec![];
+            while victims.len() < BATCH && budget > 0 {
+                budget -= 1;
+                let Some((id, from)) = p.candidate() else { break };
+                match self.look_at(id) {
+                    Ok(copy) => victims.push((id, from, copy)),
+                    Err(verdict) => p.report(id, from, verdict),
                 }
-                None => {
-                    if !self.write_back_one(p) {
-                        break;
-                    }
-                    moved = true;
+            }
+            if victims.is_empty() {
+                if self.write_back(p) == 0 {
+                    break;
                 }
+                moved = true;
+                continue;
+            }
+            for (id, from, verdict) in self.evict(p, victims) {
+                moved |= verdict == Verdict::Evicted;
+                p.report(id, from, verdict);
             }
         }
         p.admits(need) || moved
@@ -65,88 +85,113 @@ impl Fs {
         self.get(id.ino).ok().filter(|i| i.file().is_some())
     }
 
-    /// Move one resident page out of RAM: compressed if it compresses,
-    /// else to the backing store; `Pinned` if neither is possible.
-    fn evict_one(&self, p: &Pager, id: PageId) -> Verdict {
-        let Some(inode) = self.page_file(id) else { return Verdict::Stale };
-        let file = content(&inode);
-        let copy = match file.try_write() {
-            None => return Verdict::Busy,
-            Some(data) => match data.evict_candidate(id.idx) {
-                EvictCandidate::Copy(bytes) => bytes,
-                EvictCandidate::Referenced => return Verdict::Referenced,
-                EvictCandidate::Stale => return Verdict::Stale,
-            },
-        };
-        // No lock held from here until the swap.
-        let new = match p.codec().compress(&copy) {
-            Some(z) => Slot::Zip(Arc::from(z)),
-            None => match p.backing().map(|b| b.store(&copy, true)) {
-                Some(Ok(r)) => Slot::Disk(r),
-                Some(Err(e)) => {
-                    p.store_failed(&e);
-                    return Verdict::Pinned;
-                }
-                None => return Verdict::Pinned,
-            },
-        };
-        let to_disk = matches!(new, Slot::Disk(_));
-        let swapped = file.write().swap_out(id.idx, &copy, new);
-        match swapped {
-            Ok(()) => {
-                if to_disk {
-                    p.wrote_back();
-                }
-                Verdict::Evicted
-            }
-            Err(Slot::Disk(r)) => {
-                if let Some(b) = p.backing() {
-                    b.free(&r);
-                }
-                Verdict::Referenced
-            }
-            Err(_) => Verdict::Referenced,
+    /// Look at a candidate under `try_write`: a copy of its bytes if it may
+    /// leave RAM, else what became of it.
+    fn look_at(&self, id: PageId) -> Result<Box<[u8]>, Verdict> {
+        let inode = self.page_file(id).ok_or(Verdict::Stale)?;
+        let data = content(&inode).try_write().ok_or(Verdict::Busy)?;
+        match data.evict_candidate(id.idx) {
+            EvictCandidate::Copy(bytes) => Ok(bytes),
+            EvictCandidate::Referenced => Err(Verdict::Referenced),
+            EvictCandidate::Stale => Err(Verdict::Stale),
         }
     }
 
-    /// Write the oldest compressed page to the backing store. Returns
-    /// whether one went (false: none left, or the store refused).
-    fn write_back_one(&self, p: &Pager) -> bool {
-        let Some(b) = p.backing() else { return false };
-        while let Some(id) = p.next_zipped() {
+    /// Move pages out of RAM: each compressed if it compresses, else (with
+    /// a backing store) to the store, all those in one batch of writes; then
+    /// swap each in under its file's lock if it is unchanged. No lock is
+    /// held while compressing or writing.
+    fn evict(&self, p: &Pager, victims: Vec<(PageId, Queue, Box<[u8]>)>) -> Vec<(PageId, Queue, Verdict)> {
+        let codec = p.codec();
+        let mut new: Vec<Option<Slot>> =
+            victims.iter().map(|(_, _, copy)| codec.compress(copy).map(|z| Slot::Zip(Arc::from(z)))).collect();
+        if let Some(b) = p.backing() {
+            let raw: Vec<usize> = (0..victims.len()).filter(|&i| new[i].is_none()).collect();
+            let pages: Vec<(&[u8], bool)> = raw.iter().map(|&i| (&victims[i].2[..], true)).collect();
+            for (&i, stored) in raw.iter().zip(b.store_many(&pages)) {
+                match stored {
+                    Ok(r) => new[i] = Some(Slot::Disk(r)),
+                    Err(e) => p.store_failed(&e),
+                }
+            }
+        }
+        victims
+            .into_iter()
+            .zip(new)
+            .map(|((id, from, copy), slot)| {
+                let Some(slot) = slot else { return (id, from, Verdict::Pinned) };
+                let Some(inode) = self.page_file(id) else {
+                    release(p, slot);
+                    return (id, from, Verdict::Stale);
+                };
+                let to_disk = matches!(slot, Slot::Disk(_));
+                let swapped = content(&inode).write().swap_out(id.idx, &copy, slot);
+                match swapped {
+                    Ok(()) => {
+                        if to_disk {
+                            p.wrote_back();
+                        }
+                        (id, from, Verdict::Evicted)
+                    }
+                    Err(slot) => {
+                        release(p, slot);
+                        (id, from, Verdict::Referenced)
+                    }
+                }
+            })
+            .collect()
+    }
+
+    /// Write the oldest compressed pages (up to a batch) to the backing
+    /// store in a few large writes. Returns how many went (0: none left,
+    /// the store refused, or their files were busy).
+    fn write_back(&self, p: &Pager) -> usize {
+        let Some(b) = p.backing() else { return 0 };
+        let mut batch = vec![];
+        while batch.len() < BATCH {
+            let Some(id) = p.next_zipped() else { break };
             let Some(inode) = self.page_file(id) else { continue };
-            let file = content(&inode);
-            let zipped = match file.try_read() {
+            let zipped = match content(&inode).try_read() {
                 None => {
                     p.unpop_zipped(id);
-                    return false;
+                    break;
                 }
                 Some(data) => data.zipped(id.idx),
             };
-            let Some(z) = zipped else { continue };
-            let r = match b.store(&z, false) {
-                Ok(r) => r,
+            if let Some(z) = zipped {
+                batch.push((id, inode, z));
+            }
+        }
+        let pages: Vec<(&[u8], bool)> = batch.iter().map(|(_, _, z)| (&z[..], false)).collect();
+        let stored = b.store_many(&pages);
+        let mut went = 0;
+        for ((id, inode, z), r) in batch.into_iter().zip(stored) {
+            match r {
+                Ok(r) => {
+                    if content(&inode).write().swap_zip_to_disk(id.idx, &z, r) {
+                        p.wrote_back();
+                        went += 1;
+                    } else {
+                        b.free(&r);
+                    }
+                }
                 Err(e) => {
                     p.store_failed(&e);
                     p.unpop_zipped(id);
-                    return false;
                 }
-            };
-            if file.write().swap_zip_to_disk(id.idx, &z, r) {
-                p.wrote_back();
-                return true;
             }
-            b.free(&r);
         }
-        false
+        went
     }
 
-    /// Load the paged-out pages `cold` of `file` with no lock held, after
-    /// making room for them. Their bytes, or EIO for any that cannot be had.
+    /// Load the paged-out pages `cold` with no lock held, after making room
+    /// for them: pages on the backing store in one read per run of slots.
+    /// Their bytes, or EIO if any cannot be had intact.
     pub(super) fn load_cold(&self, cold: &[(u64, Cold)]) -> Result<Vec<Box<[u8]>>, PageError> {
         let Some(p) = self.pager.as_deref() else { return Err(PageError) };
         self.make_room(cold.len() as u64 * PAGE);
-        cold.iter().map(|(_, c)| p.load(c)).collect()
+        let refs: Vec<&Cold> = cold.iter().map(|(_, c)| c).collect();
+        p.load_many(&refs).into_iter().collect()
     }
 
     /// Install pages loaded by `load_cold` (those still unchanged).
@@ -167,12 +212,18 @@ impl Fs {
         let resident = content(&inode).read().resident_from(from, max + 1);
         let next = resident.get(max).copied();
         let mut moved = 0;
-        for &idx in resident.iter().take(max) {
-            content(&inode).read().forget_reference(idx);
-            let id = PageId { ino, idx };
-            if self.evict_one(p, id) == Verdict::Evicted {
-                p.report(id, Queue::Main, Verdict::Evicted);
-                moved += 1;
+        for chunk in resident[..resident.len().min(max)].chunks(BATCH) {
+            let mut victims = vec![];
+            for &idx in chunk {
+                content(&inode).read().forget_reference(idx);
+                let id = PageId { ino, idx };
+                if let Ok(copy) = self.look_at(id) {
+                    victims.push((id, Queue::Main, copy));
+                }
+            }
+            for (id, from, verdict) in self.evict(p, victims) {
+                moved += u64::from(verdict == Verdict::Evicted);
+                p.report(id, from, verdict);
             }
         }
         Ok((moved, next))

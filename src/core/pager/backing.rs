@@ -180,6 +180,61 @@ impl Backing {
         }
     }
 
+    /// Store several pages: one write per run of consecutive slots (pages
+    /// written back together usually get consecutive slots, so a batch is
+    /// a few large writes, not one small write per page). Each page's
+    /// result on its own: ENOSPC for those past a full store, the I/O error
+    /// for those in a run whose write failed (their slots are not kept).
+    pub fn store_many(&self, pages: &[(&[u8], bool)]) -> Vec<io::Result<DiskRef>> {
+        let mut refs: Vec<io::Result<DiskRef>> = pages
+            .iter()
+            .map(|(bytes, raw)| {
+                debug_assert!(!bytes.is_empty() && bytes.len() <= SLOT);
+                let slot = self.alloc()?;
+                Ok(DiskRef { slot, len: bytes.len() as u16, raw: *raw, crc: crc32c::crc32c(bytes) })
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..pages.len()).filter(|&i| refs[i].is_ok()).collect();
+        order.sort_by_key(|&i| refs[i].as_ref().map_or(0, |r| r.slot));
+        for run in runs(&order, |i| refs[i].as_ref().map_or(0, |r| r.slot)) {
+            let mut buf = slot_bufs(run.len());
+            for (k, &i) in run.iter().enumerate() {
+                buf[k].0[..pages[i].0.len()].copy_from_slice(pages[i].0);
+            }
+            let first = refs[run[0]].as_ref().map_or(0, |r| r.slot);
+            if let Err(e) = self.io.write_at(as_bytes(&buf), u64::from(first) * PAGE_SIZE) {
+                for &i in run {
+                    if let Ok(r) = &refs[i] {
+                        self.free(r);
+                    }
+                    refs[i] = Err(io::Error::new(e.kind(), e.to_string()));
+                }
+            }
+        }
+        refs
+    }
+
+    /// Load several pages: one read per run of consecutive slots; each
+    /// checked against its own checksum.
+    pub fn load_many(&self, refs: &[DiskRef]) -> Vec<Result<Vec<u8>, LoadError>> {
+        let mut out: Vec<Result<Vec<u8>, LoadError>> = refs.iter().map(|_| Err(LoadError::Io)).collect();
+        let mut order: Vec<usize> = (0..refs.len()).collect();
+        order.sort_by_key(|&i| refs[i].slot);
+        for run in runs(&order, |i| refs[i].slot) {
+            let mut buf = slot_bufs(run.len());
+            let first = refs[run[0]].slot;
+            if self.io.read_at(as_bytes_mut(&mut buf), u64::from(first) * PAGE_SIZE).is_err() {
+                continue; // every page of the run stays Err(Io)
+            }
+            for (k, &i) in run.iter().enumerate() {
+                let bytes = &buf[k].0[..usize::from(refs[i].len).min(SLOT)];
+                out[i] =
+                    if crc32c::crc32c(bytes) == refs[i].crc { Ok(bytes.to_vec()) } else { Err(LoadError::Checksum) };
+            }
+        }
+        out
+    }
+
     /// The bytes stored at `r`, checked against their checksum.
     pub fn load(&self, r: &DiskRef) -> Result<Vec<u8>, LoadError> {
         let mut buf = Box::new(SlotBuf([0; SLOT]));
@@ -196,6 +251,41 @@ impl Backing {
 const SLOT: usize = PAGE_SIZE as usize;
 #[repr(C, align(4096))]
 struct SlotBuf([u8; SLOT]);
+
+/// Longest run of slots moved in one I/O (1 MiB).
+const MAX_RUN: usize = 256;
+
+/// `n` zeroed, aligned slot buffers, contiguous in memory.
+fn slot_bufs(n: usize) -> Vec<SlotBuf> {
+    (0..n).map(|_| SlotBuf([0; SLOT])).collect()
+}
+
+fn as_bytes(bufs: &[SlotBuf]) -> &[u8] {
+    // SAFETY: SlotBuf is repr(C) over [u8; SLOT] with no padding (its size
+    // equals its alignment), so a slice of them is one run of bytes.
+    unsafe { std::slice::from_raw_parts(bufs.as_ptr().cast::<u8>(), bufs.len() * SLOT) }
+}
+
+fn as_bytes_mut(bufs: &mut [SlotBuf]) -> &mut [u8] {
+    // SAFETY: as in `as_bytes`; every byte pattern is a valid SlotBuf.
+    unsafe { std::slice::from_raw_parts_mut(bufs.as_mut_ptr().cast::<u8>(), bufs.len() * SLOT) }
+}
+
+/// Split `order` (indices sorted by slot) into runs of consecutive slots,
+/// each at most `MAX_RUN` long.
+fn runs(order: &[usize], slot: impl Fn(usize) -> u32) -> Vec<&[usize]> {
+    let mut out = vec![];
+    let mut start = 0;
+    for k in 1..=order.len() {
+        let breaks = k == order.len() || k - start >= MAX_RUN || slot(order[k]) != slot(order[k - 1]).wrapping_add(1);
+        if breaks {
+            out.push(&order[start..k]);
+            start = k;
+        }
+    }
+    out.retain(|r| !r.is_empty());
+    out
+}
 
 /// An unnamed read-write file in `dir`: O_TMPFILE, or create and unlink;
 /// O_DIRECT where the file system takes it (the bool says whether).
@@ -319,6 +409,36 @@ pub mod tests {
         assert_eq!(b.load(&r2), Err(LoadError::Checksum));
         io.fail_reads_after.store(0, Ordering::SeqCst);
         assert_eq!(b.load(&r3), Err(LoadError::Io));
+    }
+
+    #[test]
+    fn batches_use_one_io_per_run_and_check_each_page() {
+        let io = MemIo::new();
+        let b = Backing::with_io(Box::new(io.clone()), 100, "test".into());
+        let lone = b.store(b"lone", false).unwrap(); // slot 0
+        b.free(&lone);
+        let pages: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100 + i as usize]).collect();
+        let input: Vec<(&[u8], bool)> = pages.iter().map(|p| (&p[..], false)).collect();
+        let refs: Vec<DiskRef> = b.store_many(&input).into_iter().map(Result::unwrap).collect();
+        assert_eq!(refs.iter().map(|r| r.slot).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        let back = b.load_many(&[refs[3], refs[0], refs[4]]);
+        assert_eq!(back[0].as_ref().unwrap(), &pages[3]);
+        assert_eq!(back[1].as_ref().unwrap(), &pages[0]);
+        assert_eq!(back[2].as_ref().unwrap(), &pages[4]);
+        io.bytes.lock()[2 * 4096] ^= 1; // damage slot 2 only
+        let back = b.load_many(&refs);
+        assert_eq!(back[2], Err(LoadError::Checksum));
+        assert!(back[1].is_ok() && back[3].is_ok());
+        // A failed batch write keeps none of its slots.
+        io.fail_writes_after.store(0, Ordering::SeqCst);
+        assert!(b.store_many(&input).iter().all(|r| r.is_err()));
+        assert_eq!(b.used(), 5);
+        let runs_of = |slots: &[u32]| {
+            let order: Vec<usize> = (0..slots.len()).collect();
+            runs(&order, |i| slots[i]).iter().map(|r| r.len()).collect::<Vec<_>>()
+        };
+        assert_eq!(runs_of(&[1, 2, 3, 7, 8, 10]), [3, 2, 1]);
+        assert_eq!(runs_of(&[]), Vec::<usize>::new());
     }
 
     #[test]

@@ -309,22 +309,37 @@ impl Pager {
 
     /// Load a cold page: its bytes, or EIO (counted) if they cannot be had intact.
     pub fn load(&self, cold: &Cold) -> Result<Box<[u8]>, PageError> {
-        bump(&self.c.misses, 1);
-        let page = match cold {
-            Cold::Zip(z) => codec::decompress(z),
-            Cold::Disk(r) => {
-                let Some(b) = &self.backing else { return Err(PageError) };
-                match b.load(r) {
-                    Ok(bytes) if r.raw => Some(bytes.into_boxed_slice()),
-                    Ok(bytes) => codec::decompress(&bytes),
-                    Err(LoadError::Checksum) => None,
-                    Err(LoadError::Io) => {
-                        bump(&self.c.io_errors, 1);
-                        return Err(PageError);
-                    }
-                }
+        match cold {
+            Cold::Zip(z) => {
+                bump(&self.c.misses, 1);
+                self.counted(codec::decompress(z))
             }
-        };
+            Cold::Disk(r) => {
+                let got = match &self.backing {
+                    Some(b) => b.load(r),
+                    None => Err(LoadError::Io),
+                };
+                self.finish_load(r, got)
+            }
+        }
+    }
+
+    /// A page read back from the store: decompressed if it was compressed.
+    fn finish_load(&self, r: &DiskRef, got: Result<Vec<u8>, LoadError>) -> Result<Box<[u8]>, PageError> {
+        bump(&self.c.misses, 1);
+        match got {
+            Ok(bytes) if r.raw => self.counted(Some(bytes.into_boxed_slice())),
+            Ok(bytes) => self.counted(codec::decompress(&bytes)),
+            Err(LoadError::Checksum) => self.counted(None),
+            Err(LoadError::Io) => {
+                bump(&self.c.io_errors, 1);
+                Err(PageError)
+            }
+        }
+    }
+
+    /// Count a page-in, or a damaged page (checksum or decompression failed).
+    fn counted(&self, page: Option<Box<[u8]>>) -> Result<Box<[u8]>, PageError> {
         match page {
             Some(p) => {
                 bump(&self.c.page_ins, 1);
@@ -335,6 +350,26 @@ impl Pager {
                 Err(PageError)
             }
         }
+    }
+
+    /// Load several cold pages: those on the backing store in one read per
+    /// run of consecutive slots. Each page's bytes, or EIO (counted).
+    pub fn load_many(&self, cold: &[&Cold]) -> Vec<Result<Box<[u8]>, PageError>> {
+        let disk: Vec<DiskRef> =
+            cold.iter().filter_map(|c| if let Cold::Disk(r) = c { Some(*r) } else { None }).collect();
+        let mut loaded = match &self.backing {
+            Some(b) if !disk.is_empty() => b.load_many(&disk).into_iter(),
+            _ => Vec::new().into_iter(),
+        };
+        cold.iter()
+            .map(|c| match c {
+                Cold::Zip(_) => self.load(c),
+                Cold::Disk(r) => {
+                    let got = loaded.next().unwrap_or(Err(LoadError::Io));
+                    self.finish_load(r, got)
+                }
+            })
+            .collect()
     }
 
     /// The next eviction candidate.
