@@ -5,7 +5,7 @@
 //! OPTIONS`) with the options it merged from /proc/mounts and fstab. This
 //! module owns what such a call does, without a new daemon:
 //!
-//! - `size=`, `nr_inodes=`, `poll_us=` and memfs's own atime rule (off on a
+//! - `size=`, `nr_inodes=`, `poll_us=`, the pager's `ram=` and memfs's own atime rule (off on a
 //!   noatime or read-only mount) change live, through the mount's control
 //!   directory (the same checks as writing its `opts/` files: shrinking below
 //!   what is in use fails with EINVAL and changes nothing, as tmpfs's "Too
@@ -70,7 +70,7 @@ const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
 const FUSE_SHOWN: &[&str] = &["user_id", "group_id", "default_permissions", "allow_other", "max_read", "blksize"];
 
 /// Limits and tunables a remount changes live: option name = control file name.
-const LIVE: &[&str] = &["size", "nr_inodes", "poll_us"];
+const LIVE: &[&str] = &["size", "nr_inodes", "poll_us", "ram"];
 
 /// The daemon's own atime rule (control file `noatime`) after a remount to
 /// `flags`: memfs, not the kernel, updates atime on the reads it serves, so
@@ -188,6 +188,9 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
             // As tmpfs: "Cannot retroactively limit size/inodes".
             return Err(format!("cannot limit {name} of a memfs mounted without a limit"));
         }
+        if name == "ram" && now == "0" {
+            return Err("ram= can change only on a memfs mounted with ram= or swappct= (it has no pager)".into());
+        }
         changes.push((name, value));
     }
     req.live = changes;
@@ -230,7 +233,7 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
 /// if it does not parse: the write then refuses it with the file's message.
 fn live_value(name: &str, value: &str) -> Option<String> {
     let n = match name {
-        "size" => options::size_in_pages(value).ok()?.saturating_mul(PAGE_SIZE),
+        "size" | "ram" => options::size_in_pages(value).ok()?.saturating_mul(PAGE_SIZE),
         "nr_inodes" => options::parse_count(value).ok()?,
         "poll_us" => value.parse().ok()?,
         _ => return Some(value.to_string()),
@@ -392,6 +395,8 @@ mod tests {
     fn limits_are_live_and_the_last_value_wins() {
         let r = req("remount,size=1G,nr_inodes=10k,size=2G").unwrap();
         assert_eq!(r.live, vec![("nr_inodes", "10k".to_string()), ("size", "2G".to_string())]);
+        let r = req("remount,ram=64M,compress=zstd").unwrap();
+        assert_eq!(r.live, vec![("ram", "64M".to_string())]);
         assert_eq!((r.set, r.clear), (0, 0));
     }
 
@@ -477,6 +482,7 @@ mod tests {
         assert_eq!(live_value("nr_inodes", "1k").as_deref(), Some("1024"));
         assert_eq!(live_value("noatime", "1").as_deref(), Some("1"));
         assert_eq!(live_value("size", "lots"), None);
+        assert_eq!(live_value("ram", "64M").as_deref(), Some("67108864"));
     }
 
     #[test]

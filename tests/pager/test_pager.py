@@ -436,6 +436,30 @@ def test_good_pager_options_accepted():
                 assert pager_stats(mnt)["ram_limit_bytes"] == limit, options
 
 
+def test_ram_changes_live_through_remount_and_the_control_file():
+    """`mount -o remount,ram=` (here through `memfs -o remount`) and
+    opts/ram move the ceiling; lowering it pages out at once; a memfs
+    without a pager refuses a ceiling with a clear message."""
+    data = text_data(6 * MIB)
+    with scratch_dir() as back:
+        with memfs(f"size=64M,ram=8M,backing={back}") as mnt:
+            with open(os.path.join(mnt, "f"), "wb") as f:
+                f.write(data)
+            r = subprocess.run([MEMFS_BIN, "-o", "remount,ram=2M", mnt], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            s = pager_stats(mnt)
+            assert s["ram_limit_bytes"] == 2 * MIB and s["ram_bytes"] <= 2 * MIB, stats_line(s)
+            with open(os.path.join(mnt, ".memfs", "opts", "ram"), "w") as f:
+                f.write("3M")
+            assert pager_stats(mnt)["ram_limit_bytes"] == 3 * MIB
+            drop_caches()
+            assert read_whole(os.path.join(mnt, "f")) == data
+    with memfs("size=64M") as mnt:
+        r = subprocess.run([MEMFS_BIN, "-o", "remount,ram=2M", mnt], capture_output=True, text=True)
+        assert r.returncode != 0 and "ram=" in r.stderr, r.stderr
+        assert pager_stats(mnt)["ram_limit_bytes"] == 0
+
+
 # ----------------------------------- 5. nothing left in the backing path
 
 def test_backing_directory_shows_nothing():
