@@ -155,6 +155,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         dir_index: opts.dir_index,
         reserved_name: opts.ctldir.as_ref().map(|n| n.as_bytes().to_vec()),
         pager,
+        max_meta_bytes: opts.meta_ceiling()?,
     }));
     let stats = Arc::new(Stats::default());
     let activity = stats.clone();

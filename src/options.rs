@@ -55,6 +55,10 @@ pub struct MountOptions {
     pub compress: Option<Codec>,
     /// `backing=`: a directory or block device for pages evicted from RAM.
     pub backing: Option<PathBuf>,
+    /// `meta=`: ceiling on metadata bytes (0 = none).
+    pub meta: u64,
+    /// `metapct=`: the metadata ceiling as a percentage of `ram=` (or of `size=` without one).
+    pub metapct: Option<u64>,
 }
 
 /// How one row applies its value.
@@ -332,6 +336,26 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "meta",
+        takes_value: true,
+        help: "ceiling on metadata (inodes, names, xattrs, symlink targets; never paged): bytes with k/m/g/t \
+               or N% of RAM; past it, creating names and xattrs gets ENOSPC (default: none)",
+        apply: |o, v| {
+            o.meta = parse_size_option(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "metapct",
+        takes_value: true,
+        help: "the metadata ceiling as N% (1-100) of ram= (of size= without ram=), MemFS's name, instead of meta=",
+        apply: |o, v| {
+            o.metapct =
+                Some(v.parse().ok().filter(|p| (1..=100).contains(p)).ok_or("must be a percentage from 1 to 100")?);
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "dirindex",
         takes_value: true,
         help: "how directories index names: hash or btree (default hash, see docs/TUNABLES.md)",
@@ -419,6 +443,7 @@ pub fn parse(opts: &str, defaults: MountOptions) -> Result<MountOptions, String>
         (spec.apply)(&mut o, value).map_err(|why| format!("invalid mount option '{item}': {why}"))?;
     }
     o.ram_ceiling()?;
+    o.meta_ceiling()?;
     Ok(o)
 }
 
@@ -451,6 +476,8 @@ impl MountOptions {
             swappct: None,
             compress: None,
             backing: None,
+            meta: 0,
+            metapct: None,
         }
     }
 
@@ -479,6 +506,24 @@ impl MountOptions {
             }
         }
         Ok(ceiling)
+    }
+
+    /// The metadata ceiling in bytes (0: none), or why `meta=`/`metapct=` do not fit.
+    pub fn meta_ceiling(&self) -> Result<u64, String> {
+        match (self.meta, self.metapct) {
+            (m, Some(_)) if m > 0 => Err("give meta= or metapct=, not both".into()),
+            (_, Some(pct)) => {
+                let base = match self.ram_ceiling()? {
+                    0 => self.size,
+                    ram => ram,
+                };
+                if base == 0 {
+                    return Err("invalid mount option 'metapct': needs a ram= or size= limit to take a share of".into());
+                }
+                Ok((base.saturating_mul(pct) / 100).max(64 << 10))
+            }
+            (m, None) => Ok(m),
+        }
     }
 
     /// The pager's settings, opening the backing store; `None` without a ceiling.
@@ -629,6 +674,11 @@ mod tests {
             "compress=lz4",
             "backing=/var/tmp",
             "size=0,swappct=50",
+            "meta=lots",
+            "metapct=0",
+            "metapct=101",
+            "meta=1M,metapct=5",
+            "size=0,metapct=5",
         ] {
             let err = parse(bad, d()).unwrap_err();
             let name = bad.split('=').next().unwrap();

@@ -72,6 +72,8 @@ pub struct FsConfig {
     pub reserved_name: Option<Vec<u8>>,
     /// The pager (`ram=`, `compress=`, `backing=`); `None`: every page stays in RAM.
     pub pager: Option<Arc<pager::Pager>>,
+    /// Ceiling on metadata bytes (`meta=`/`metapct=`; 0 = none).
+    pub max_meta_bytes: u64,
 }
 
 impl FsConfig {
@@ -87,6 +89,7 @@ impl FsConfig {
             dir_index: DirIndex::default(),
             reserved_name: None,
             pager: None,
+            max_meta_bytes: 0,
         }
     }
 }
@@ -121,6 +124,7 @@ pub struct Fs {
 impl Fs {
     pub fn new(cfg: FsConfig) -> Fs {
         let usage = Arc::new(Usage::new(cfg.max_pages, cfg.max_inodes));
+        usage.set_max_meta(cfg.max_meta_bytes);
         let fs = Fs {
             inodes: DashMap::new(),
             next_ino: AtomicU64::new(ROOT_INO + 1),
@@ -288,6 +292,11 @@ impl Fs {
 
     pub fn no_data(&self) -> bool {
         self.no_data.load(Ordering::Acquire)
+    }
+
+    /// The metadata ceiling in bytes (0 = none).
+    pub fn max_meta_bytes(&self) -> u64 {
+        self.usage.max_meta()
     }
 
     /// The pager's figures, if this mount has one.

@@ -50,6 +50,10 @@ impl std::fmt::Debug for ReleaseHook {
 pub const INODE_COST: u64 = 1024;
 
 /// Units of inode space an xattr costs (tmpfs's simple_xattr_space).
+/// Metadata bytes a new inode is assumed to need when checking the
+/// metadata ceiling (inode, table slot, directory entry and name).
+pub const META_PER_INODE: u64 = 512;
+
 pub fn xattr_cost(name_len: usize, value_len: usize) -> u64 {
     40 + name_len as u64 + value_len as u64
 }
@@ -62,6 +66,8 @@ pub struct Usage {
     used_pages: AtomicU64,
     /// Inode limit; 0 = unlimited.
     max_inodes: AtomicU64,
+    /// Ceiling on `meta_bytes` (`meta=`/`metapct=`); 0 = none.
+    max_meta: AtomicU64,
     /// Inode space used (inodes * INODE_COST + xattr costs).
     used_ispace: AtomicU64,
     /// Live inodes (for statistics; the limit is on ispace).
@@ -152,6 +158,7 @@ impl Usage {
             max_pages: AtomicU64::new(max_pages),
             used_pages: AtomicU64::new(0),
             max_inodes: AtomicU64::new(max_inodes),
+            max_meta: AtomicU64::new(0),
             used_ispace: AtomicU64::new(0),
             inodes: AtomicU64::new(0),
             meta_bytes: AtomicU64::new(0),
@@ -254,7 +261,23 @@ impl Usage {
 
     /// Charge one inode's worth of inode space (a new inode, or an extra hard link).
     pub fn charge_inode(&self) -> bool {
-        try_add(&self.used_ispace, INODE_COST, &self.max_inodes, INODE_COST)
+        self.meta_room(META_PER_INODE) && try_add(&self.used_ispace, INODE_COST, &self.max_inodes, INODE_COST)
+    }
+
+    /// Set the metadata ceiling in bytes (`meta=`/`metapct=`; 0 = none).
+    pub fn set_max_meta(&self, bytes: u64) {
+        self.max_meta.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn max_meta(&self) -> u64 {
+        self.max_meta.load(Ordering::Relaxed)
+    }
+
+    /// Whether `bytes` more metadata fit under the ceiling (never paged,
+    /// so a new inode, name or xattr past it is ENOSPC, as in MemFS).
+    fn meta_room(&self, bytes: u64) -> bool {
+        let max = self.max_meta();
+        max == 0 || self.meta_bytes.load(Ordering::Acquire) + bytes <= max
     }
 
     pub fn uncharge_inode(&self) {
@@ -271,7 +294,7 @@ impl Usage {
     }
 
     pub fn charge_ispace(&self, units: u64) -> bool {
-        units == 0 || try_add(&self.used_ispace, units, &self.max_inodes, INODE_COST)
+        units == 0 || self.meta_room(units) && try_add(&self.used_ispace, units, &self.max_inodes, INODE_COST)
     }
 
     pub fn uncharge_ispace(&self, units: u64) {
@@ -385,6 +408,15 @@ mod tests {
 
     #[test]
     fn inode_limit_counts_xattrs_like_tmpfs() {
+        let u = Usage::new(0, 0);
+        u.set_max_meta(1000);
+        u.account_meta(600);
+        assert!(!u.charge_inode(), "600 + 512 is past the 1000-byte metadata ceiling");
+        assert!(u.charge_ispace(400));
+        u.account_meta(400); // as storing the xattr does
+        assert!(!u.charge_ispace(1));
+        u.set_max_meta(0);
+        assert!(u.charge_inode());
         let u = Usage::new(0, 2);
         assert!(u.charge_inode());
         assert!(u.charge_ispace(xattr_cost(6, 100)));

@@ -98,6 +98,13 @@ pub const USAGE: &[Scalar] = &[
         get: |v| v.usage.meta_bytes,
     },
     Scalar {
+        key: "metadata_bytes_limit",
+        metric: "memfs_metadata_limit_bytes",
+        kind: MetricType::Gauge,
+        help: "Ceiling on metadata_bytes (meta= or metapct=); 0 = none. Past it, new names and xattrs get ENOSPC.",
+        get: |v| v.fs.max_meta_bytes(),
+    },
+    Scalar {
         key: "no_data",
         metric: "memfs_no_data",
         kind: MetricType::Gauge,

@@ -460,6 +460,43 @@ def test_ram_changes_live_through_remount_and_the_control_file():
         assert pager_stats(mnt)["ram_limit_bytes"] == 0
 
 
+def test_metadata_ceiling_gives_enospc_and_comes_back():
+    """meta= caps metadata (never paged): creating names past it is ENOSPC,
+    data already stored is fine, and deleting makes room again."""
+    with memfs("size=64M,ram=4M,meta=256k") as mnt:
+        usage = {}
+        with open(os.path.join(mnt, ".memfs", "stats", "usage")) as f:
+            for line in f:
+                k, v = line.split(": ")
+                usage[k] = int(v)
+        assert usage["metadata_bytes_limit"] == 256 * KIB
+        made, err = 0, None
+        for i in range(100_000):
+            try:
+                with open(os.path.join(mnt, f"file-{i:06d}"), "wb") as f:
+                    f.write(b"x")
+                made += 1
+            except OSError as e:
+                err = e.errno
+                break
+        assert err == ENOSPC_ERRNO, err
+        assert 50 < made < 2000, made
+        with open(os.path.join(mnt, "file-000000"), "ab") as f:  # existing files still take data
+            f.write(b"more data" * 1000)
+        for i in range(0, 100):
+            os.unlink(os.path.join(mnt, f"file-{i:06d}"))
+        assert settle(lambda: _creates(mnt), lambda ok: ok) is True
+
+
+def _creates(mnt):
+    try:
+        with open(os.path.join(mnt, "again"), "wb"):
+            pass
+        return True
+    except OSError:
+        return False
+
+
 # ----------------------------------- 5. nothing left in the backing path
 
 def test_backing_directory_shows_nothing():
