@@ -156,6 +156,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         reserved_name: opts.ctldir.as_ref().map(|n| n.as_bytes().to_vec()),
         pager,
         max_meta_bytes: opts.meta_ceiling()?,
+        cache: opts.cache,
     }));
     let stats = Arc::new(Stats::default());
     let activity = stats.clone();

@@ -10,6 +10,7 @@ use fuser::MountOption;
 
 use std::path::PathBuf;
 
+use crate::core::cache::CachePolicy;
 use crate::core::pager::backing::Backing;
 use crate::core::pager::codec::Codec;
 use crate::core::pager::PagerConfig;
@@ -59,6 +60,8 @@ pub struct MountOptions {
     pub meta: u64,
     /// `metapct=`: the metadata ceiling as a percentage of `ram=` (or of `size=` without one).
     pub metapct: Option<u64>,
+    /// `cache=`: the kernel page-cache policy (`None`: not given, OPEN not answered).
+    pub cache: Option<CachePolicy>,
 }
 
 /// How one row applies its value.
@@ -336,6 +339,16 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "cache",
+        takes_value: true,
+        help: "kernel page cache for file data: all, metadata (data held once, in memfs) or none (nor attributes); \
+               per tree with the user.memfs.cache xattr (default: all, and OPEN not answered)",
+        apply: |o, v| {
+            o.cache = Some(CachePolicy::parse(v.as_bytes()).ok_or("must be all, metadata or none")?);
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "meta",
         takes_value: true,
         help: "ceiling on metadata (inodes, names, xattrs, symlink targets; never paged): bytes with k/m/g/t \
@@ -478,6 +491,7 @@ impl MountOptions {
             backing: None,
             meta: 0,
             metapct: None,
+            cache: None,
         }
     }
 
@@ -679,6 +693,8 @@ mod tests {
             "metapct=101",
             "meta=1M,metapct=5",
             "size=0,metapct=5",
+            "cache=some",
+            "cache",
         ] {
             let err = parse(bad, d()).unwrap_err();
             let name = bad.split('=').next().unwrap();

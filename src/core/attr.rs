@@ -189,6 +189,9 @@ impl Fs {
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32, caller: &Caller) -> FsResult<()> {
         let inode = self.get(ino)?;
         let ns = namespace(name)?;
+        if name == super::cache::CACHE_XATTR && super::cache::CachePolicy::parse(value).is_none() {
+            return Err(FsError::Invalid); // only all, metadata or none
+        }
         let now = Timespec::now();
         match ns {
             Namespace::AclAccess => {

@@ -24,6 +24,7 @@
 
 pub mod acl;
 mod attr;
+pub mod cache;
 pub mod data;
 pub mod dir;
 mod error;
@@ -74,6 +75,9 @@ pub struct FsConfig {
     pub pager: Option<Arc<pager::Pager>>,
     /// Ceiling on metadata bytes (`meta=`/`metapct=`; 0 = none).
     pub max_meta_bytes: u64,
+    /// `cache=`: the kernel page-cache policy of files without their own;
+    /// `None`: no policy is served (OPEN is not answered).
+    pub cache: Option<cache::CachePolicy>,
 }
 
 impl FsConfig {
@@ -90,6 +94,7 @@ impl FsConfig {
             reserved_name: None,
             pager: None,
             max_meta_bytes: 0,
+            cache: None,
         }
     }
 }
@@ -119,6 +124,8 @@ pub struct Fs {
     linkable: Mutex<HashSet<Ino>>,
     /// Tiers below RAM for file pages (core/pager); `None` without `ram=`.
     pager: Option<Arc<pager::Pager>>,
+    /// `cache=` (core/cache.rs); `None`: no policy served.
+    cache: Option<cache::CachePolicy>,
 }
 
 impl Fs {
@@ -137,6 +144,7 @@ impl Fs {
             orphans: AtomicU64::new(0),
             linkable: Mutex::new(HashSet::new()),
             pager: cfg.pager,
+            cache: cfg.cache,
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.
@@ -292,6 +300,23 @@ impl Fs {
 
     pub fn no_data(&self) -> bool {
         self.no_data.load(Ordering::Acquire)
+    }
+
+    /// The kernel page-cache policy of `ino` (its `user.memfs.cache`
+    /// attribute, else the mount's `cache=`); `None` when the mount serves
+    /// no policy (no `cache=` option).
+    pub fn cache_policy(&self, ino: Ino) -> FsResult<Option<cache::CachePolicy>> {
+        let Some(default) = self.cache else { return Ok(None) };
+        let inode = self.get(ino)?;
+        let m = inode.meta();
+        let own =
+            m.extra.as_ref().and_then(|e| e.xattrs.get(cache::CACHE_XATTR)).and_then(|v| cache::CachePolicy::parse(v));
+        Ok(Some(own.unwrap_or(default)))
+    }
+
+    /// The mount's `cache=` (`None`: not given).
+    pub fn default_cache(&self) -> Option<cache::CachePolicy> {
+        self.cache
     }
 
     /// The metadata ceiling in bytes (0 = none).

@@ -7,10 +7,12 @@
 //! ctime and the moved inode's ctime.
 
 use super::acl::Acl;
+use super::cache::CACHE_XATTR;
 use super::dir::{self, Dir, DirIndex};
 use super::fileattr;
 use super::inode::{Content, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
+use super::usage::xattr_cost;
 use super::usage::Usage;
 use super::{DirLocks, Fs, FsError, FsResult};
 use crate::sync::{Arc, RwLock};
@@ -56,6 +58,8 @@ struct Inherited {
     fsflags: u32,
     acl_access: Option<Box<[u8]>>,
     acl_default: Option<Box<[u8]>>,
+    /// The directory's `user.memfs.cache`, copied to files and directories.
+    cache_xattr: Option<Box<[u8]>>,
 }
 
 fn inherit(node: &NewNode<'_>, parent: &Meta, caller: &Caller) -> Inherited {
@@ -64,8 +68,12 @@ fn inherit(node: &NewNode<'_>, parent: &Meta, caller: &Caller) -> Inherited {
     let mut perm = node.perm & mode::PERM_MASK;
     let fsflags = fileattr::inherit(parent.fsflags);
     if node.kind == Kind::Symlink {
-        return Inherited { perm: 0o777, gid, fsflags, acl_access: None, acl_default: None };
+        return Inherited { perm: 0o777, gid, fsflags, acl_access: None, acl_default: None, cache_xattr: None };
     }
+    let cache_xattr = match node.kind {
+        Kind::File | Kind::Dir => parent.extra.as_ref().and_then(|e| e.xattrs.get(CACHE_XATTR)).cloned(),
+        _ => None,
+    };
     if node.kind == Kind::Dir && sgid_dir {
         perm |= mode::S_ISGID;
     }
@@ -85,7 +93,7 @@ fn inherit(node: &NewNode<'_>, parent: &Meta, caller: &Caller) -> Inherited {
         }
         _ => perm &= !(node.umask & 0o777),
     }
-    Inherited { perm, gid, fsflags, acl_access, acl_default }
+    Inherited { perm, gid, fsflags, acl_access, acl_default, cache_xattr }
 }
 
 /// The metadata and contents of a new inode (charged already): `nlink` 1
@@ -105,13 +113,18 @@ fn new_inode(
         (Kind::Symlink, Some(t)) => (t.len() as u64, 1, Content::Symlink(t.into())),
         _ => (0, 1, Content::Special),
     };
-    let extra = (inherited.acl_access.is_some() || inherited.acl_default.is_some()).then(|| {
-        Box::new(super::inode::Extra {
-            acl_access: inherited.acl_access,
-            acl_default: inherited.acl_default,
-            ..Default::default()
-        })
-    });
+    let extra = (inherited.acl_access.is_some() || inherited.acl_default.is_some() || inherited.cache_xattr.is_some())
+        .then(|| {
+            let mut e = super::inode::Extra {
+                acl_access: inherited.acl_access,
+                acl_default: inherited.acl_default,
+                ..Default::default()
+            };
+            if let Some(v) = inherited.cache_xattr {
+                e.xattrs.insert(CACHE_XATTR.into(), v);
+            }
+            Box::new(e)
+        });
     let meta = Meta {
         perm: inherited.perm,
         nlink,
@@ -132,6 +145,16 @@ fn new_inode(
 }
 
 impl Fs {
+    /// Charge the inode space of an inherited `user.memfs.cache` (as any
+    /// xattr's); without room the new inode simply does not inherit it.
+    fn charge_inherited_xattr(&self, inherited: &mut Inherited) {
+        if let Some(v) = &inherited.cache_xattr {
+            if !self.usage.charge_ispace(xattr_cost(CACHE_XATTR.len(), v.len())) {
+                inherited.cache_xattr = None;
+            }
+        }
+    }
+
     /// Find `name` in `parent`; the kernel now holds one more reference to it.
     pub fn lookup(&self, parent: Ino, name: &[u8]) -> FsResult<Attr> {
         if name.len() > NAME_MAX {
@@ -187,7 +210,7 @@ impl Fs {
             return Err(FsError::NotDir);
         }
         let node = NewNode { kind: Kind::File, perm: mode, umask, rdev: 0, symlink: None, unnamed: true };
-        let inherited = {
+        let mut inherited = {
             let pm = p.meta();
             if pm.nlink == 0 {
                 return Err(FsError::NotFound);
@@ -197,6 +220,7 @@ impl Fs {
         if !self.usage.charge_inode() {
             return Err(FsError::NoSpace);
         }
+        self.charge_inherited_xattr(&mut inherited);
         let (meta, content) = new_inode(&node, inherited, caller, parent, 0, Timespec::now(), self.dir_index);
         let inode = self.register(Kind::File, meta, content);
         inode.add_lookup();
@@ -212,7 +236,7 @@ impl Fs {
         }
         let p = self.get(parent)?;
         let mut dir = p.dir().ok_or(FsError::NotDir)?.write();
-        let inherited = {
+        let mut inherited = {
             let pm = p.meta();
             if pm.nlink == 0 {
                 return Err(FsError::NotFound);
@@ -230,6 +254,7 @@ impl Fs {
             self.usage.uncharge_inode();
             return Err(FsError::NoSpace);
         }
+        self.charge_inherited_xattr(&mut inherited);
         let now = Timespec::now();
         let (meta, content) = new_inode(&node, inherited, caller, parent, pages, now, self.dir_index);
         let inode = self.register(node.kind, meta, content);

@@ -44,6 +44,7 @@ use fuser::{
     Request, TimeOrNow, WriteFlags,
 };
 
+use crate::core::cache::CachePolicy;
 use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, RenameFlags, SetAttr, Whence};
 use crate::ctl::stats::{mark_control_request, Stats};
 use crate::ctl::{is_ctl_ino, Ctl};
@@ -77,6 +78,11 @@ impl MemFs {
         invalidator: Invalidator,
         parked: Arc<Parked>,
     ) -> MemFs {
+        if fs.default_cache() == Some(CachePolicy::None) {
+            // cache=none: the kernel keeps no names or attributes either.
+            // One daemon serves one mount, so this is the mount's setting.
+            let _ = FILE_TTL.set(Duration::ZERO);
+        }
         MemFs { fs, ctl, stats, invalidator, parked }
     }
 
@@ -130,11 +136,15 @@ impl MemFs {
     }
 }
 
+/// How long the kernel may keep names and attributes of this mount's
+/// files: `TTL`, or zero under `cache=none` (set once, at mount).
+static FILE_TTL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
 fn ttl(ino: u64) -> &'static Duration {
     if is_ctl_ino(ino) {
         &CTL_TTL
     } else {
-        &TTL
+        FILE_TTL.get().unwrap_or(&TTL)
     }
 }
 
@@ -210,6 +220,11 @@ impl Filesystem for MemFs {
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             let _ = config.add_capabilities(flag);
+        }
+        // cache=metadata|none opens files with direct I/O; shared mmap of
+        // them must keep working (the kernel refuses it without this).
+        if self.fs.default_cache().is_some() {
+            let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         }
         Ok(())
     }
@@ -403,8 +418,40 @@ impl Filesystem for MemFs {
     }
 
     /// ENOSYS: the kernel then stops sending OPEN (no_open) and keeps its page cache.
+    /// ENOSYS (the kernel then stops sending OPEN and keeps every file's
+    /// page cache), unless the mount has `cache=`: then each open gets its
+    /// file's policy (core/cache.rs) as flags.
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.error(self.unsupported(ino));
+        if self.ctl(ino).is_some() {
+            // ENOSYS here would stop OPEN for the whole mount: answer, uncached.
+            return match self.fs.default_cache() {
+                None => reply.error(self.unsupported(ino)),
+                Some(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
+            };
+        }
+        match self.fs.cache_policy(ino.0) {
+            Ok(None) => reply.error(self.unsupported(ino)),
+            Ok(Some(CachePolicy::All)) => {
+                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH)
+            }
+            Ok(Some(_)) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Only sent on a mount that answers OPEN (`cache=`): nothing to free.
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let _ = self.ctl(ino); // counted as a control request for control files
+        reply.ok();
     }
 
     fn flush(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
