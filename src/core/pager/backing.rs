@@ -202,12 +202,18 @@ impl Backing {
                 buf[k].0[..pages[i].0.len()].copy_from_slice(pages[i].0);
             }
             let first = refs[run[0]].as_ref().map_or(0, |r| r.slot);
-            if let Err(e) = self.io.write_at(as_bytes(&buf), u64::from(first) * PAGE_SIZE) {
-                for &i in run {
+            if self.io.write_at(as_bytes(&buf), u64::from(first) * PAGE_SIZE).is_ok() {
+                continue;
+            }
+            // The run failed as a whole (a store nearly full takes part of
+            // it): page by page, so that what fits is kept.
+            for (k, &i) in run.iter().enumerate() {
+                let slot = first + k as u32;
+                if let Err(e) = self.io.write_at(&buf[k].0, u64::from(slot) * PAGE_SIZE) {
                     if let Ok(r) = &refs[i] {
                         self.free(r);
                     }
-                    refs[i] = Err(io::Error::new(e.kind(), e.to_string()));
+                    refs[i] = Err(same_error(&e));
                 }
             }
         }
@@ -285,6 +291,11 @@ fn runs(order: &[usize], slot: impl Fn(usize) -> u32) -> Vec<&[usize]> {
     }
     out.retain(|r| !r.is_empty());
     out
+}
+
+/// A copy of `e` for each page it failed (ENOSPC must stay ENOSPC).
+fn same_error(e: &io::Error) -> io::Error {
+    e.raw_os_error().map_or_else(|| io::Error::new(e.kind(), e.to_string()), io::Error::from_raw_os_error)
 }
 
 /// An unnamed read-write file in `dir`: O_TMPFILE, or create and unlink;
@@ -429,9 +440,9 @@ pub mod tests {
         let back = b.load_many(&refs);
         assert_eq!(back[2], Err(LoadError::Checksum));
         assert!(back[1].is_ok() && back[3].is_ok());
-        // A failed batch write keeps none of its slots.
+        // A failed batch write keeps none of its slots, and says why.
         io.fail_writes_after.store(0, Ordering::SeqCst);
-        assert!(b.store_many(&input).iter().all(|r| r.is_err()));
+        assert!(b.store_many(&input).iter().all(|r| r.as_ref().unwrap_err().raw_os_error() == Some(libc::EIO)));
         assert_eq!(b.used(), 5);
         let runs_of = |slots: &[u32]| {
             let order: Vec<usize> = (0..slots.len()).collect();
