@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use crate::core::cache::CachePolicy;
 use crate::core::pager::backing::Backing;
 use crate::core::pager::codec::Codec;
-use crate::core::pager::PagerConfig;
+use crate::core::pager::{PagerConfig, DEFAULT_READAHEAD_PAGES};
 use crate::core::types::PAGE_SIZE;
 use crate::core::DirIndex;
 
@@ -62,6 +62,8 @@ pub struct MountOptions {
     pub metapct: Option<u64>,
     /// `cache=`: the kernel page-cache policy (`None`: not given, OPEN not answered).
     pub cache: Option<CachePolicy>,
+    /// `readahead=`: bytes the pager loads ahead of a sequential reader (`None`: default).
+    pub readahead: Option<u64>,
 }
 
 /// How one row applies its value.
@@ -349,6 +351,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "readahead",
+        takes_value: true,
+        help: "bytes the pager loads ahead when a sequential reader needs a paged-out page, k/m suffix; \
+               0 = off (default 512k)",
+        apply: |o, v| {
+            let n = parse_count(v)?;
+            if n > 64 << 20 {
+                return Err("at most 64m".into());
+            }
+            o.readahead = Some(n);
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "meta",
         takes_value: true,
         help: "ceiling on metadata (inodes, names, xattrs, symlink targets; never paged): bytes with k/m/g/t \
@@ -492,6 +508,7 @@ impl MountOptions {
             meta: 0,
             metapct: None,
             cache: None,
+            readahead: None,
         }
     }
 
@@ -550,7 +567,8 @@ impl MountOptions {
             Some(path) => Some(Backing::open(path).map_err(|e| format!("invalid mount option 'backing': {e}"))?),
             None => None,
         };
-        Ok(Some(PagerConfig { ram, codec: self.compress.unwrap_or(Codec::Lz4), backing }))
+        let readahead = self.readahead.unwrap_or(DEFAULT_READAHEAD_PAGES * PAGE_SIZE).div_ceil(PAGE_SIZE);
+        Ok(Some(PagerConfig { ram, codec: self.compress.unwrap_or(Codec::Lz4), backing, readahead }))
     }
 }
 
@@ -694,6 +712,8 @@ mod tests {
             "meta=1M,metapct=5",
             "size=0,metapct=5",
             "cache=some",
+            "readahead=lots",
+            "readahead=1g",
             "cache",
         ] {
             let err = parse(bad, d()).unwrap_err();

@@ -3,5 +3,5 @@
 //! while one is held cannot wedge every later request.
 
 pub use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 pub use std::sync::{Arc, OnceLock};

@@ -31,7 +31,7 @@ use super::pager::backing::DiskRef;
 use super::pager::policy::PageId;
 use super::pager::{Cold, PageError, Pager};
 use super::types::{Ino, PAGE_SIZE};
-use crate::sync::{Arc, AtomicBool, Ordering};
+use crate::sync::{Arc, AtomicU64, AtomicU8, Ordering};
 
 const PAGE: usize = PAGE_SIZE as usize;
 
@@ -41,8 +41,9 @@ pub enum Slot {
     /// Allocated by fallocate, never written: reads as zeros, a hole to SEEK_DATA.
     Unwritten,
     /// In RAM: the first `bytes.len()` bytes of the page (the rest read as
-    /// zeros). `refd`: read or written since the pager last looked.
-    Ram { bytes: Box<[u8]>, refd: AtomicBool },
+    /// zeros). `refd`: [`UNREFERENCED`], [`REFERENCED`] (read or written
+    /// since the pager last looked) or [`PREFETCHED`].
+    Ram { bytes: Box<[u8]>, refd: AtomicU8 },
     /// Compressed in RAM (pager).
     Zip(Arc<[u8]>),
     /// On the backing store (pager).
@@ -54,7 +55,13 @@ impl Slot {
     /// unreferenced, so that it counts as used again only when a later
     /// request touches it (a one-pass scan must not look like a hot set).
     fn ram(bytes: Box<[u8]>) -> Slot {
-        Slot::Ram { bytes, refd: AtomicBool::new(false) }
+        Slot::Ram { bytes, refd: AtomicU8::new(UNREFERENCED) }
+    }
+
+    /// A page loaded ahead of a sequential reader: its first read is the
+    /// one it was loaded for, and does not count as a reference.
+    fn prefetched(bytes: Box<[u8]>) -> Slot {
+        Slot::Ram { bytes, refd: AtomicU8::new(PREFETCHED) }
     }
 
     fn is_data(&self) -> bool {
@@ -79,6 +86,20 @@ impl Slot {
     }
 }
 
+/// Reference states of a resident page (the pager's CLOCK bit, plus one
+/// for pages read ahead that nobody has asked for yet).
+pub const UNREFERENCED: u8 = 0;
+pub const REFERENCED: u8 = 1;
+pub const PREFETCHED: u8 = 2;
+
+/// A read touched a resident page: referenced, unless this is the read a
+/// prefetched page was loaded for.
+fn touch(refd: &AtomicU8) {
+    let _ = refd.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+        Some(if r == PREFETCHED { UNREFERENCED } else { REFERENCED })
+    });
+}
+
 type Page = Slot;
 
 #[derive(Debug, Default)]
@@ -95,6 +116,8 @@ enum Pages {
 struct Home {
     pager: Arc<Pager>,
     ino: Ino,
+    /// The page after the last one read: a read starting there is sequential.
+    next_read: AtomicU64,
 }
 
 /// What a write did.
@@ -154,7 +177,7 @@ impl FileData {
     /// Account this file's pages to `pager` from now on (a new, empty file).
     pub fn attach(&mut self, pager: Arc<Pager>, ino: Ino) {
         debug_assert!(matches!(self.pages, Pages::Empty));
-        self.home = Some(Box::new(Home { pager, ino }));
+        self.home = Some(Box::new(Home { pager, ino, next_read: AtomicU64::new(u64::MAX) }));
     }
 
     /// Number of allocated pages (written or unwritten).
@@ -311,12 +334,21 @@ impl FileData {
 
     /// Make page `idx` resident with `bytes`, loaded from `cold`, if it still is
     /// that cold page. Returns whether it was installed.
-    pub fn install(&mut self, idx: u64, cold: &Cold, bytes: Box<[u8]>) -> bool {
+    pub fn install(&mut self, idx: u64, cold: &Cold, bytes: Box<[u8]>, prefetched: bool) -> bool {
         if !self.get(idx).is_some_and(|s| s.is(cold)) {
             return false;
         }
-        self.replace(idx, Slot::ram(bytes));
+        self.replace(idx, if prefetched { Slot::prefetched(bytes) } else { Slot::ram(bytes) });
         true
+    }
+
+    /// Note a read of `[off, off+len)`; whether it continued the last one
+    /// (a sequential reader, worth reading ahead for).
+    pub fn note_read(&self, off: u64, len: usize) -> bool {
+        let Some(h) = &self.home else { return false };
+        let end = (off + len as u64).div_ceil(PAGE_SIZE);
+        let prev = h.next_read.swap(end, Ordering::Relaxed);
+        prev == page_of(off) || (prev > 0 && prev - 1 == page_of(off))
     }
 
     /// Load page `idx` if it is paged out, under the caller's lock (the
@@ -344,7 +376,7 @@ impl FileData {
         self.visit(off, len, &mut |idx, page| match page {
             Slot::Ram { bytes, refd } => {
                 if self.home.is_some() && count {
-                    refd.store(true, Ordering::Relaxed);
+                    touch(refd);
                     hits += 1;
                 }
                 copy_out(&mut out, off, idx, bytes);
@@ -456,7 +488,7 @@ impl FileData {
         if let Some(Slot::Ram { bytes, refd }) = self.get_mut(idx) {
             if bytes.len() >= end {
                 bytes[in_page..end].copy_from_slice(chunk);
-                refd.store(true, Ordering::Relaxed);
+                refd.store(REFERENCED, Ordering::Relaxed);
                 return;
             }
         }
@@ -610,7 +642,7 @@ impl FileData {
     pub fn evict_candidate(&self, idx: u64) -> EvictCandidate {
         match self.get(idx) {
             Some(Slot::Ram { bytes, refd }) if !bytes.is_empty() => {
-                if refd.swap(false, Ordering::Relaxed) {
+                if refd.compare_exchange(REFERENCED, UNREFERENCED, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
                     EvictCandidate::Referenced
                 } else {
                     EvictCandidate::Copy(bytes.clone())
@@ -624,7 +656,7 @@ impl FileData {
     /// and was not referenced meanwhile; otherwise give `new` back.
     pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot) -> Result<(), Slot> {
         match self.get(idx) {
-            Some(Slot::Ram { bytes, refd }) if **bytes == *copy && !refd.load(Ordering::Relaxed) => {
+            Some(Slot::Ram { bytes, refd }) if **bytes == *copy && refd.load(Ordering::Relaxed) != REFERENCED => {
                 self.replace(idx, new);
                 Ok(())
             }
@@ -667,7 +699,7 @@ impl FileData {
     /// Clear page `idx`'s reference bit (so that `memfs evict` can move it).
     pub fn forget_reference(&self, idx: u64) {
         if let Some(Slot::Ram { refd, .. }) = self.get(idx) {
-            refd.store(false, Ordering::Relaxed);
+            refd.store(UNREFERENCED, Ordering::Relaxed);
         }
     }
 

@@ -186,18 +186,32 @@ impl Fs {
 
     /// Load the paged-out pages `cold` with no lock held, after making room
     /// for them: pages on the backing store in one read per run of slots.
-    /// Their bytes, or EIO if any cannot be had intact.
-    pub(super) fn load_cold(&self, cold: &[(u64, Cold)]) -> Result<Vec<Box<[u8]>>, PageError> {
+    /// The first `demand` pages are the request's own: EIO if any of them
+    /// cannot be had intact; the rest were read ahead and are simply left
+    /// out (`None`) if they cannot.
+    pub(super) fn load_cold(&self, cold: &[(u64, Cold)], demand: usize) -> Result<Vec<Option<Box<[u8]>>>, PageError> {
         let Some(p) = self.pager.as_deref() else { return Err(PageError) };
         self.make_room(cold.len() as u64 * PAGE);
         let refs: Vec<&Cold> = cold.iter().map(|(_, c)| c).collect();
-        p.load_many(&refs).into_iter().collect()
+        let loaded = p.load_many(&refs);
+        if loaded[..demand.min(loaded.len())].iter().any(Result::is_err) {
+            return Err(PageError);
+        }
+        Ok(loaded.into_iter().map(Result::ok).collect())
     }
 
-    /// Install pages loaded by `load_cold` (those still unchanged).
-    pub(super) fn install_loaded(data: &mut FileData, cold: &[(u64, Cold)], pages: Vec<Box<[u8]>>) {
-        for ((idx, c), bytes) in cold.iter().zip(pages) {
-            data.install(*idx, c, bytes);
+    /// Install pages loaded by `load_cold` (those still unchanged); those
+    /// from `demand` on were read ahead.
+    pub(super) fn install_loaded(
+        data: &mut FileData,
+        cold: &[(u64, Cold)],
+        pages: Vec<Option<Box<[u8]>>>,
+        demand: usize,
+    ) {
+        for (k, ((idx, c), bytes)) in cold.iter().zip(pages).enumerate() {
+            if let Some(bytes) = bytes {
+                data.install(*idx, c, bytes, k >= demand);
+            }
         }
     }
 
@@ -242,10 +256,10 @@ impl Fs {
         while done < max {
             let cold = lock.read().cold_from(from, BATCH.min(max - done));
             let Some(&(last, _)) = cold.last() else { return Ok((loaded, None)) };
-            let pages = self.load_cold(&cold).map_err(|_| FsError::Io)?;
+            let pages = self.load_cold(&cold, cold.len()).map_err(|_| FsError::Io)?;
             let mut data = lock.write();
             for ((idx, c), bytes) in cold.iter().zip(pages) {
-                loaded += u64::from(data.install(*idx, c, bytes));
+                loaded += u64::from(bytes.is_some_and(|b| data.install(*idx, c, b, false)));
             }
             done += cold.len();
             from = last + 1;
@@ -305,9 +319,14 @@ mod tests {
     /// A mount with a 4-page ceiling, no compression (every eviction goes
     /// to the store) and an in-memory backing store of `slots` slots.
     fn mount(slots: u32) -> (Fs, Arc<Pager>, Arc<MemIo>) {
+        mount_with_ram(slots, 4)
+    }
+
+    fn mount_with_ram(slots: u32, ram_pages: u64) -> (Fs, Arc<Pager>, Arc<MemIo>) {
         let io = MemIo::new();
         let backing = Backing::with_io(Box::new(io.clone()), slots, "test".into());
-        let pager = Arc::new(Pager::new(PagerConfig { ram: 4 * PAGE, codec: Codec::Off, backing: Some(backing) }));
+        let cfg = PagerConfig { ram: ram_pages * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let pager = Arc::new(Pager::new(cfg));
         let mut cfg = FsConfig::with_limits(0, 0);
         cfg.pager = Some(pager.clone());
         (Fs::new(cfg), pager, io)
@@ -317,6 +336,31 @@ mod tests {
         let ino = fs.mknod(ROOT_INO, name.as_bytes(), libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         assert_eq!(fs.write(ino, 0, &vec![fill; pages * PAGE as usize], &ME), Ok(pages * PAGE as usize));
         ino
+    }
+
+    #[test]
+    fn a_sequential_reader_gets_readahead_that_a_scan_does_not_make_hot() {
+        let (fs, pager, _io) = mount_with_ram(100, 16);
+        pager.set_readahead_pages(4);
+        let a = file(&fs, "a", 12, 1);
+        fs.evict_file(a, 0, 100).unwrap();
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 12));
+        let page = PAGE as u32;
+        fs.read(a, 0, page).unwrap(); // first read: no history, no readahead
+        assert_eq!(fs.tiers(a).unwrap().0, 1);
+        fs.read(a, PAGE, page).unwrap(); // sequential: page 1 plus 4 ahead
+        assert_eq!(fs.tiers(a).unwrap().0, 6);
+        let ins = pager.stats().page_ins;
+        assert_eq!(fs.read(a, 2 * PAGE, 4 * page).unwrap(), vec![1u8; 4 * PAGE as usize]);
+        assert_eq!(pager.stats().page_ins, ins, "pages 2-5 were read ahead");
+        // Read once, as a scan does: not referenced, so reclaim may take them.
+        let inode = fs.file_inode(a).unwrap();
+        for idx in 2..6 {
+            assert!(matches!(content(&inode).read().evict_candidate(idx), EvictCandidate::Copy(_)), "page {idx}");
+        }
+        // Read again: now they are.
+        fs.read(a, 2 * PAGE, page).unwrap();
+        assert!(matches!(content(&inode).read().evict_candidate(2), EvictCandidate::Referenced));
     }
 
     #[test]

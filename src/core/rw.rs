@@ -54,16 +54,27 @@ impl Fs {
         let n = len(&m);
         self.read_accessed(&mut m);
         drop(m);
-        let cold = match data.read(off, n) {
+        let sequential = data.note_read(off, n);
+        let mut cold = match data.read(off, n) {
             Ok(bytes) => return Ok(bytes),
             Err(cold) => cold,
         };
+        // A sequential reader missed: load the pages after this request too
+        // (readahead=), in the same batch of I/O.
+        let demand = cold.len();
+        if let (true, Some(p)) = (sequential, self.pager.as_deref()) {
+            let ahead = p.readahead_pages();
+            if ahead > 0 {
+                let next = (off + n as u64).div_ceil(PAGE_SIZE);
+                cold.extend(data.cold_from(next, ahead).into_iter().take_while(|(idx, _)| *idx < next + ahead as u64));
+            }
+        }
         // Paged-out pages: load them with no lock held, then install them
         // and read under the write lock, so they cannot leave in between.
         drop(data);
-        let pages = self.load_cold(&cold).map_err(|_| FsError::Io)?;
+        let pages = self.load_cold(&cold, demand).map_err(|_| FsError::Io)?;
         let mut data = lock.write();
-        Fs::install_loaded(&mut data, &cold, pages);
+        Fs::install_loaded(&mut data, &cold, pages, demand);
         let n = len(&inode.meta());
         let bytes = data.read_loading(off, n).map_err(|_| FsError::Io);
         drop(data);

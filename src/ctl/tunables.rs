@@ -154,7 +154,12 @@ mod tests {
         let fs = Fs::new(FsConfig::with_limits(0, 0));
         assert_eq!(set(&fs, "ram", b"1M"), Err(FsError::Invalid), "no pager on this mount");
         assert_eq!(get(&fs, "ram"), 0);
-        let pager = std::sync::Arc::new(Pager::new(PagerConfig { ram: 1 << 20, codec: Codec::Lz4, backing: None }));
+        let pager = std::sync::Arc::new(Pager::new(PagerConfig {
+            ram: 1 << 20,
+            codec: Codec::Lz4,
+            backing: None,
+            readahead: 0,
+        }));
         let mut cfg = FsConfig::with_limits(0, 0);
         cfg.pager = Some(pager.clone());
         let fs = Fs::new(cfg);

@@ -107,6 +107,9 @@ use super::data::Slot;
 use super::types::PAGE_SIZE;
 use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, Mutex, Ordering};
 
+/// Default `readahead=`: 512 KiB.
+pub const DEFAULT_READAHEAD_PAGES: u64 = 128;
+
 /// Most of the ceiling the compressed tier may hold when there is a backing
 /// store; past it the oldest compressed pages are written back.
 pub const ZIP_SHARE_PCT: u64 = 50;
@@ -118,6 +121,8 @@ pub struct PagerConfig {
     pub ram: u64,
     pub codec: Codec,
     pub backing: Option<Backing>,
+    /// `readahead=`: pages loaded ahead of a sequential reader that missed (0 = off).
+    pub readahead: u64,
 }
 
 /// A page that is not resident: what a page-in needs to load it.
@@ -190,6 +195,7 @@ fn bump(a: &AtomicU64, n: u64) {
 #[derive(Debug)]
 pub struct Pager {
     limit: AtomicU64,
+    readahead: AtomicU64,
     codec: Mutex<Codec>,
     backing: Option<Backing>,
     policy: Mutex<S3Fifo>,
@@ -206,6 +212,7 @@ impl Pager {
     pub fn new(cfg: PagerConfig) -> Pager {
         Pager {
             limit: AtomicU64::new(cfg.ram),
+            readahead: AtomicU64::new(cfg.readahead),
             codec: Mutex::new(cfg.codec),
             backing: cfg.backing,
             policy: Mutex::new(S3Fifo::default()),
@@ -223,6 +230,15 @@ impl Pager {
 
     pub fn set_limit(&self, bytes: u64) {
         self.limit.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Pages read ahead for a sequential reader that missed (0 = off).
+    pub fn readahead_pages(&self) -> usize {
+        self.readahead.load(Ordering::Relaxed) as usize
+    }
+
+    pub fn set_readahead_pages(&self, pages: u64) {
+        self.readahead.store(pages, Ordering::Relaxed);
     }
 
     pub fn codec(&self) -> Codec {
