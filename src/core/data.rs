@@ -219,10 +219,12 @@ impl FileData {
 
     /// Put `new` at a present page `idx`, accounting both; returns the old slot.
     fn replace(&mut self, idx: u64, new: Slot) -> Option<Slot> {
-        self.added(idx, &new);
         let slot = self.get_mut(idx)?;
         let old = std::mem::replace(slot, new);
-        self.removed(&old);
+        if let Some(h) = &self.home {
+            let id = PageId { ino: h.ino, idx };
+            h.pager.slot_replaced(id, &old, self.get(idx).expect("just replaced"));
+        }
         Some(old)
     }
 
@@ -321,15 +323,6 @@ impl FileData {
             }
             Pages::Many(m) => m.range(page_of(off)..=page_of(end - 1)).for_each(|(i, p)| f(*i, p)),
         }
-    }
-
-    /// Paged-out pages holding bytes of `[off, off+len)`, to load before a read.
-    pub fn cold_in(&self, off: u64, len: usize) -> Vec<(u64, Cold)> {
-        let mut out = vec![];
-        if self.home.is_some() {
-            self.visit(off, len, &mut |idx, p| out.extend(p.cold().map(|c| (idx, c))));
-        }
-        out
     }
 
     /// Make page `idx` resident with `bytes`, loaded from `cold`, if it still is
@@ -534,14 +527,20 @@ impl FileData {
 
     /// Zero the bytes of the partial pages at the edges of `[off, end)`.
     fn zero_partial(&mut self, off: u64, end: u64) -> Result<(), PageError> {
-        for idx in [page_of(off), page_of(end.saturating_sub(1))] {
-            let page_start = idx * PAGE_SIZE;
-            let from = off.max(page_start) - page_start;
-            let to = end.min(page_start + PAGE_SIZE) - page_start;
-            if from == 0 && to == PAGE_SIZE {
-                continue; // a whole page: the caller frees or resets it
-            }
+        // The edge pages cut in part, each with the byte range to zero.
+        let edges: Vec<(u64, u64, u64)> = [page_of(off), page_of(end.saturating_sub(1))]
+            .into_iter()
+            .map(|idx| {
+                let page_start = idx * PAGE_SIZE;
+                (idx, off.max(page_start) - page_start, end.min(page_start + PAGE_SIZE) - page_start)
+            })
+            .filter(|&(_, from, to)| !(from == 0 && to == PAGE_SIZE)) // whole: the caller frees or resets it
+            .collect();
+        // Load them all before changing any: a failure leaves the file as it was.
+        for &(idx, _, _) in &edges {
             self.make_resident(idx)?;
+        }
+        for (idx, from, to) in edges {
             if let Some(Slot::Ram { bytes, .. }) = self.get_mut(idx) {
                 let to = to.min(bytes.len() as u64);
                 if from < to {
@@ -700,6 +699,23 @@ impl FileData {
     pub fn forget_reference(&self, idx: u64) {
         if let Some(Slot::Ram { refd, .. }) = self.get(idx) {
             refd.store(UNREFERENCED, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether page `idx` is still the cold page `cold`.
+    pub fn still(&self, idx: u64, cold: &Cold) -> bool {
+        self.get(idx).is_some_and(|s| s.is(cold))
+    }
+
+    /// The paged-out pages with index in `[from, to)`, in order.
+    pub fn cold_between(&self, from: u64, to: u64) -> Vec<(u64, Cold)> {
+        match &self.pages {
+            Pages::Many(m) if from < to => m.range(from..to).filter_map(|(i, p)| p.cold().map(|c| (*i, c))).collect(),
+            _ => self
+                .slots_from(from)
+                .take_while(|(i, _)| *i < to)
+                .filter_map(|(i, p)| p.cold().map(|c| (i, c)))
+                .collect(),
         }
     }
 

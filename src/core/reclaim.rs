@@ -8,7 +8,7 @@
 use super::data::{EvictCandidate, FileData, Slot};
 use super::inode::Inode;
 use super::pager::policy::{PageId, Queue, Verdict};
-use super::pager::{Cold, PageError, Pager, PAGE};
+use super::pager::{Cold, Fault, PageError, Pager, PAGE};
 use super::types::{Ino, Kind};
 use super::{Fs, FsError, FsResult};
 use crate::sync::{Arc, RwLock};
@@ -64,9 +64,16 @@ impl Fs {
                 moved = true;
                 continue;
             }
+            let mut round_moved = false;
+            let mut all_pinned = true;
             for (id, from, verdict) in self.evict(p, victims) {
-                moved |= verdict == Verdict::Evicted;
+                round_moved |= verdict == Verdict::Evicted;
+                all_pinned &= verdict == Verdict::Pinned;
                 p.report(id, from, verdict);
+            }
+            moved |= round_moved;
+            if all_pinned && self.write_back(p) == 0 {
+                break; // nothing compresses and nowhere to write: no use going round
             }
         }
         p.admits(need) || moved
@@ -125,7 +132,13 @@ impl Fs {
                     return (id, from, Verdict::Stale);
                 };
                 let to_disk = matches!(slot, Slot::Disk(_));
-                let swapped = content(&inode).write().swap_out(id.idx, &copy, slot);
+                // Only tried, as every lock of a victim: reclaim never waits on a file.
+                let Some(mut data) = content(&inode).try_write() else {
+                    release(p, slot);
+                    return (id, from, Verdict::Busy);
+                };
+                let swapped = data.swap_out(id.idx, &copy, slot);
+                drop(data);
                 match swapped {
                     Ok(()) => {
                         if to_disk {
@@ -168,11 +181,17 @@ impl Fs {
         for ((id, inode, z), r) in batch.into_iter().zip(stored) {
             match r {
                 Ok(r) => {
-                    if content(&inode).write().swap_zip_to_disk(id.idx, &z, r) {
-                        p.wrote_back();
-                        went += 1;
-                    } else {
-                        b.free(&r);
+                    let swapped = content(&inode).try_write().map(|mut d| d.swap_zip_to_disk(id.idx, &z, r));
+                    match swapped {
+                        Some(true) => {
+                            p.wrote_back();
+                            went += 1;
+                        }
+                        Some(false) => b.free(&r),
+                        None => {
+                            b.free(&r); // busy: try this page again later
+                            p.unpop_zipped(id);
+                        }
                     }
                 }
                 Err(e) => {
@@ -186,33 +205,40 @@ impl Fs {
 
     /// Load the paged-out pages `cold` with no lock held, after making room
     /// for them: pages on the backing store in one read per run of slots.
-    /// The first `demand` pages are the request's own: EIO if any of them
-    /// cannot be had intact; the rest were read ahead and are simply left
-    /// out (`None`) if they cannot.
-    pub(super) fn load_cold(&self, cold: &[(u64, Cold)], demand: usize) -> Result<Vec<Option<Box<[u8]>>>, PageError> {
-        let Some(p) = self.pager.as_deref() else { return Err(PageError) };
+    pub(super) fn load_cold(&self, cold: &[(u64, Cold)]) -> Vec<Result<Box<[u8]>, Fault>> {
+        let Some(p) = self.pager.as_deref() else { return cold.iter().map(|_| Err(Fault::Io)).collect() };
         self.make_room(cold.len() as u64 * PAGE);
         let refs: Vec<&Cold> = cold.iter().map(|(_, c)| c).collect();
-        let loaded = p.load_many(&refs);
-        if loaded[..demand.min(loaded.len())].iter().any(Result::is_err) {
-            return Err(PageError);
-        }
-        Ok(loaded.into_iter().map(Result::ok).collect())
+        p.load_many(&refs)
     }
 
-    /// Install pages loaded by `load_cold` (those still unchanged); those
-    /// from `demand` on were read ahead.
+    /// Under the file's write lock: install the pages `load_cold` loaded
+    /// that are still the cold pages they came from (those from `demand` on
+    /// were read ahead). A demand page that failed while its slot is still
+    /// the same is a real fault: counted, and EIO. One whose slot changed
+    /// meanwhile (freed, its slot reused) is no fault: the caller reads it
+    /// as it is now. Returns the pages installed.
     pub(super) fn install_loaded(
+        &self,
         data: &mut FileData,
         cold: &[(u64, Cold)],
-        pages: Vec<Option<Box<[u8]>>>,
+        pages: Vec<Result<Box<[u8]>, Fault>>,
         demand: usize,
-    ) {
-        for (k, ((idx, c), bytes)) in cold.iter().zip(pages).enumerate() {
-            if let Some(bytes) = bytes {
-                data.install(*idx, c, bytes, k >= demand);
+    ) -> Result<u64, PageError> {
+        let mut installed = 0;
+        for (k, ((idx, c), page)) in cold.iter().zip(pages).enumerate() {
+            match page {
+                Ok(bytes) => installed += u64::from(data.install(*idx, c, bytes, k >= demand)),
+                Err(fault) if k < demand && data.still(*idx, c) => {
+                    if let Some(p) = self.pager.as_deref() {
+                        p.count_fault(fault);
+                    }
+                    return Err(PageError);
+                }
+                Err(_) => {}
             }
         }
+        Ok(installed)
     }
 
     /// `memfs evict`: move the resident pages of file `ino` from page
@@ -235,10 +261,11 @@ impl Fs {
                     victims.push((id, Queue::Main, copy));
                 }
             }
-            for (id, from, verdict) in self.evict(p, victims) {
-                moved += u64::from(verdict == Verdict::Evicted);
-                p.report(id, from, verdict);
-            }
+            // The ids stay queued where they were (the policy drops them as
+            // stale later): reporting them would queue them twice.
+            let n = self.evict(p, victims).iter().filter(|(_, _, v)| *v == Verdict::Evicted).count() as u64;
+            p.count_evictions(n);
+            moved += n;
         }
         Ok((moved, next))
     }
@@ -256,11 +283,9 @@ impl Fs {
         while done < max {
             let cold = lock.read().cold_from(from, BATCH.min(max - done));
             let Some(&(last, _)) = cold.last() else { return Ok((loaded, None)) };
-            let pages = self.load_cold(&cold, cold.len()).map_err(|_| FsError::Io)?;
+            let pages = self.load_cold(&cold);
             let mut data = lock.write();
-            for ((idx, c), bytes) in cold.iter().zip(pages) {
-                loaded += u64::from(bytes.is_some_and(|b| data.install(*idx, c, b, false)));
-            }
+            loaded += self.install_loaded(&mut data, &cold, pages, cold.len()).map_err(|_| FsError::Io)?;
             done += cold.len();
             from = last + 1;
         }
@@ -284,7 +309,13 @@ impl Fs {
         if !p.take_scrub_wanted() {
             return;
         }
+        // As a reclaimer: reclaim must not find the queues empty meanwhile.
+        let _one_reclaimer = p.reclaim_lock();
         let (resident, zipped) = p.take_queues();
+        let mut seen = std::collections::HashSet::new();
+        let mut seen_zip = std::collections::HashSet::new();
+        let resident: Vec<_> = resident.into_iter().filter(|(id, _)| seen.insert(*id)).collect();
+        let zipped: Vec<_> = zipped.into_iter().filter(|id| seen_zip.insert(*id)).collect();
         let keep = |id: &PageId, want_zip: bool| {
             let Some(inode) = self.page_file(*id) else { return false };
             let keep = match content(&inode).try_read() {

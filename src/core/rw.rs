@@ -66,15 +66,15 @@ impl Fs {
             let ahead = p.readahead_pages();
             if ahead > 0 {
                 let next = (off + n as u64).div_ceil(PAGE_SIZE);
-                cold.extend(data.cold_from(next, ahead).into_iter().take_while(|(idx, _)| *idx < next + ahead as u64));
+                cold.extend(data.cold_between(next, next.saturating_add(ahead as u64)));
             }
         }
         // Paged-out pages: load them with no lock held, then install them
         // and read under the write lock, so they cannot leave in between.
         drop(data);
-        let pages = self.load_cold(&cold, demand).map_err(|_| FsError::Io)?;
+        let pages = self.load_cold(&cold);
         let mut data = lock.write();
-        Fs::install_loaded(&mut data, &cold, pages, demand);
+        self.install_loaded(&mut data, &cold, pages, demand).map_err(|_| FsError::Io)?;
         let n = len(&inode.meta());
         let bytes = data.read_loading(off, n).map_err(|_| FsError::Io);
         drop(data);

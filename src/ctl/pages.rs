@@ -33,13 +33,32 @@ pub enum Action {
     Prime,
 }
 
+/// FUSE's statfs magic: what a file on memfs reports.
+const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
+
+/// Open `path` for memfs's ioctls: a regular file on a FUSE file system
+/// (never a device, whose driver would take the ioctl as its own; never a
+/// FIFO, opened without waiting).
 fn open(path: &Path) -> Result<File, String> {
-    File::open(path).map_err(|e| format!("{}: {e}", path.display()))
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| format!("{}: {e}", path.display());
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(err)?;
+    if !file.metadata().map_err(err)?.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
+    }
+    // SAFETY: fstatfs writes one statfs into `st`; the result is checked.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 || st.f_type as i64 != FUSE_SUPER_MAGIC {
+        return Err(format!("{}: not on a memfs", path.display()));
+    }
+    Ok(file)
 }
 
 fn call(file: &File, path: &Path, cmd: u32, buf: &mut [u64]) -> Result<(), String> {
+    debug_assert_eq!(buf.len() * 8, ((cmd >> 16) & 0x3fff) as usize, "buffer is the size the command encodes");
     // SAFETY: `buf` is as large as the size the command encodes (32 or 16
-    // bytes); the kernel copies at most that much in and out.
+    // bytes; checked above in debug builds), and `file` is a regular file
+    // on FUSE (see `open`), so the kernel copies at most that much.
     let rc = unsafe { libc::ioctl(file.as_raw_fd(), cmd as _, buf.as_mut_ptr()) };
     if rc == 0 {
         return Ok(());

@@ -319,19 +319,27 @@ fn unnamed_file(dir: &Path) -> io::Result<(File, bool)> {
     let _ = last;
     for n in 0..100u32 {
         let path = dir.join(format!(".memfs-backing-{}-{n}", std::process::id()));
-        let open = |direct: i32| {
-            std::fs::OpenOptions::new().read(true).write(true).create_new(true).custom_flags(direct).open(&path)
-        };
-        match open(libc::O_DIRECT).map(|f| (f, true)).or_else(|_| open(0).map(|f| (f, false))) {
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
             Ok(f) => {
                 std::fs::remove_file(&path)?;
-                return Ok(f);
+                let direct = set_direct(&f);
+                return Ok((f, direct));
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),
         }
     }
     Err(io::Error::from_raw_os_error(libc::EEXIST))
+}
+
+/// Turn on O_DIRECT for an open file; whether the file system took it.
+fn set_direct(f: &File) -> bool {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; results checked.
+    unsafe {
+        let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        flags >= 0 && libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags | libc::O_DIRECT) == 0
+    }
 }
 
 /// A block device's size in bytes (BLKGETSIZE64).

@@ -136,6 +136,15 @@ pub enum Cold {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageError;
 
+/// What went wrong loading one page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Checksum mismatch or a compressed page that does not decompress.
+    Checksum,
+    /// The store reported an I/O error.
+    Io,
+}
+
 /// Figures for `stats/pager`, `memfs stat` and prometheus.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PagerStats {
@@ -265,7 +274,8 @@ impl Pager {
     }
 
     pub(super) fn zip_over_share(&self) -> bool {
-        self.backing.is_some() && get(&self.c.zip_bytes) * 100 > self.limit() * ZIP_SHARE_PCT
+        self.backing.is_some()
+            && get(&self.c.zip_bytes).saturating_mul(100) > self.limit().saturating_mul(ZIP_SHARE_PCT)
     }
 
     /// A slot was put in place at `id` (accounting; resident pages join the policy).
@@ -297,6 +307,23 @@ impl Pager {
         }
     }
 
+    /// The slot at `id` was replaced: `old` left, `new` arrived. A resident
+    /// page replaced by a resident one (its buffer grew) keeps its place
+    /// in the policy's queues: only its bytes change.
+    pub(super) fn slot_replaced(&self, id: PageId, old: &Slot, new: &Slot) {
+        if let (Slot::Ram { bytes: a, .. }, Slot::Ram { bytes: b, .. }) = (old, new) {
+            self.c.resident_bytes.fetch_add(b.len() as i64 - a.len() as i64, Ordering::Relaxed);
+            if a.is_empty() {
+                // An empty page (fallocated twice) is dropped from the queues
+                // as having nothing to give; now it has: queue it again.
+                self.policy.lock().insert(id);
+            }
+            return;
+        }
+        self.slot_added(id, new);
+        self.slot_removed(old);
+    }
+
     /// A slot left its place (freed, or replaced by another).
     pub(super) fn slot_removed(&self, slot: &Slot) {
         match slot {
@@ -323,54 +350,21 @@ impl Pager {
         bump(&self.c.hits, n);
     }
 
-    /// Load a cold page: its bytes, or EIO (counted) if they cannot be had intact.
+    /// Load a cold page under its file's lock (the slot cannot change
+    /// meanwhile): its bytes, or EIO, counted.
     pub fn load(&self, cold: &Cold) -> Result<Box<[u8]>, PageError> {
-        match cold {
-            Cold::Zip(z) => {
-                bump(&self.c.misses, 1);
-                self.counted(codec::decompress(z))
-            }
-            Cold::Disk(r) => {
-                let got = match &self.backing {
-                    Some(b) => b.load(r),
-                    None => Err(LoadError::Io),
-                };
-                self.finish_load(r, got)
-            }
-        }
-    }
-
-    /// A page read back from the store: decompressed if it was compressed.
-    fn finish_load(&self, r: &DiskRef, got: Result<Vec<u8>, LoadError>) -> Result<Box<[u8]>, PageError> {
-        bump(&self.c.misses, 1);
-        match got {
-            Ok(bytes) if r.raw => self.counted(Some(bytes.into_boxed_slice())),
-            Ok(bytes) => self.counted(codec::decompress(&bytes)),
-            Err(LoadError::Checksum) => self.counted(None),
-            Err(LoadError::Io) => {
-                bump(&self.c.io_errors, 1);
-                Err(PageError)
-            }
-        }
-    }
-
-    /// Count a page-in, or a damaged page (checksum or decompression failed).
-    fn counted(&self, page: Option<Box<[u8]>>) -> Result<Box<[u8]>, PageError> {
-        match page {
-            Some(p) => {
-                bump(&self.c.page_ins, 1);
-                Ok(p)
-            }
-            None => {
-                bump(&self.c.checksum_errors, 1);
-                Err(PageError)
-            }
-        }
+        self.load_many(&[cold]).pop().unwrap_or(Err(Fault::Io)).map_err(|f| {
+            self.count_fault(f);
+            PageError
+        })
     }
 
     /// Load several cold pages: those on the backing store in one read per
-    /// run of consecutive slots. Each page's bytes, or EIO (counted).
-    pub fn load_many(&self, cold: &[&Cold]) -> Vec<Result<Box<[u8]>, PageError>> {
+    /// run of consecutive slots, each checked on its own. A fault is not
+    /// counted here: read with no lock held, the slot may have been freed
+    /// and reused meanwhile, which is no fault at all; the caller counts it
+    /// ([`Pager::count_fault`]) once it has seen the slot unchanged.
+    pub fn load_many(&self, cold: &[&Cold]) -> Vec<Result<Box<[u8]>, Fault>> {
         let disk: Vec<DiskRef> =
             cold.iter().filter_map(|c| if let Cold::Disk(r) = c { Some(*r) } else { None }).collect();
         let mut loaded = match &self.backing {
@@ -378,14 +372,31 @@ impl Pager {
             _ => Vec::new().into_iter(),
         };
         cold.iter()
-            .map(|c| match c {
-                Cold::Zip(_) => self.load(c),
-                Cold::Disk(r) => {
-                    let got = loaded.next().unwrap_or(Err(LoadError::Io));
-                    self.finish_load(r, got)
+            .map(|c| {
+                bump(&self.c.misses, 1);
+                let page = match c {
+                    Cold::Zip(z) => codec::decompress(z).ok_or(Fault::Checksum),
+                    Cold::Disk(r) => match loaded.next().unwrap_or(Err(LoadError::Io)) {
+                        Ok(bytes) if r.raw => Ok(bytes.into_boxed_slice()),
+                        Ok(bytes) => codec::decompress(&bytes).ok_or(Fault::Checksum),
+                        Err(LoadError::Checksum) => Err(Fault::Checksum),
+                        Err(LoadError::Io) => Err(Fault::Io),
+                    },
+                };
+                if page.is_ok() {
+                    bump(&self.c.page_ins, 1);
                 }
+                page
             })
             .collect()
+    }
+
+    /// A page really could not be loaded (its slot was unchanged).
+    pub fn count_fault(&self, f: Fault) {
+        match f {
+            Fault::Checksum => bump(&self.c.checksum_errors, 1),
+            Fault::Io => bump(&self.c.io_errors, 1),
+        }
     }
 
     /// The next eviction candidate.
@@ -398,6 +409,11 @@ impl Pager {
             bump(&self.c.evictions, 1);
         }
         self.policy.lock().report(id, from, verdict);
+    }
+
+    /// Pages moved out of RAM other than through `report` (`memfs evict`).
+    pub(super) fn count_evictions(&self, n: u64) {
+        bump(&self.c.evictions, n);
     }
 
     pub(super) fn queued(&self) -> usize {
@@ -447,11 +463,7 @@ impl Pager {
 
     /// Put scrubbed ids back ahead of those queued meanwhile.
     pub(super) fn return_queues(&self, resident: Vec<(PageId, Queue)>, zipped: Vec<PageId>) {
-        let mut p = self.policy.lock();
-        for (id, from) in resident {
-            p.report(id, from, Verdict::Busy);
-        }
-        drop(p);
+        self.policy.lock().restore(resident);
         let mut q = self.zipq.lock();
         let newer = std::mem::take(&mut *q);
         q.extend(zipped);

@@ -100,6 +100,23 @@ impl S3Fifo {
         }
     }
 
+    /// Put ids taken out with `candidate` (in that order) back at the
+    /// front of their queues, ahead of the ids queued since.
+    pub fn restore(&mut self, ids: Vec<(PageId, Queue)>) {
+        let mut small = VecDeque::new();
+        let mut main = VecDeque::new();
+        for (id, q) in ids {
+            match q {
+                Queue::Small => small.push_back(id),
+                Queue::Main => main.push_back(id),
+            }
+        }
+        small.append(&mut self.small);
+        main.append(&mut self.main);
+        self.small = small;
+        self.main = main;
+    }
+
     fn remember(&mut self, id: PageId) {
         if self.ghost_set.insert(id) {
             self.ghost.push_back(id);
@@ -167,6 +184,18 @@ mod tests {
         }
         let kept = hot.iter().filter(|p| resident.contains_key(p)).count();
         assert!(kept >= 45, "hot pages kept: {kept} of 50");
+    }
+
+    #[test]
+    fn restore_puts_ids_back_ahead_of_newer_ones() {
+        let mut q = S3Fifo::default();
+        q.insert(id(1));
+        q.insert(id(2));
+        let taken: Vec<_> = std::iter::from_fn(|| q.candidate()).collect();
+        q.insert(id(3));
+        q.restore(taken);
+        let order: Vec<_> = std::iter::from_fn(|| q.candidate()).map(|(p, _)| p.idx).collect();
+        assert_eq!(order, [1, 2, 3]);
     }
 
     #[test]
