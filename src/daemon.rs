@@ -160,6 +160,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     }));
     let stats = Arc::new(Stats::default());
     let activity = stats.clone();
+    crate::reclaimer::start(&fs).map_err(|e| format!("cannot start the reclaim thread: {e}"))?;
     crate::trim::start(&fs, move || activity.requests())
         .map_err(|e| format!("cannot start the memory trimming thread: {e}"))?;
     let knobs = Arc::new(Knobs::new(opts.poll_us));

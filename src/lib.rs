@@ -15,6 +15,7 @@ pub mod ctl;
 pub mod daemon;
 pub mod fuse;
 pub mod options;
+pub mod reclaimer;
 pub mod remount;
 pub mod sync;
 pub mod trim;

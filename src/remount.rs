@@ -189,7 +189,9 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
             return Err(format!("cannot limit {name} of a memfs mounted without a limit"));
         }
         if name == "ram" && now == "0" {
-            return Err("ram= can change only on a memfs mounted with ram= or swappct= (it has no pager)".into());
+            return Err("ram= can change only on a memfs mounted with ram= or swappct= (this one has no pager, \
+                        or its ceiling was set to 0 live: write the new one to its .memfs/opts/ram)"
+                .into());
         }
         changes.push((name, value));
     }

@@ -25,9 +25,11 @@ fn release(p: &Pager, slot: Slot) {
 
 impl Fs {
     /// Run reclaim until `need` more bytes fit under the ceiling. Returns
-    /// whether they fit now or reclaim at least moved something out (with
-    /// several workers, page-ins elsewhere may take the room it made: the
-    /// caller tries again), false only when nothing can leave RAM.
+    /// whether they fit now, or reclaim at least moved something out, or
+    /// found pages it could move but whose files were busy (with several
+    /// workers, page-ins elsewhere may take the room it made, and victims'
+    /// locks are only tried: the caller tries again); false only when
+    /// nothing can leave RAM.
     ///
     /// Victims are taken [`BATCH`] at a time, so that what goes to the
     /// backing store goes in a few large writes; a round may free up to a
@@ -43,6 +45,7 @@ impl Fs {
         let _one_reclaimer = p.reclaim_lock();
         let mut budget = 2 * p.queued() + 64;
         let mut moved = false;
+        let mut busy = false;
         while !p.admits(need) && budget > 0 {
             if p.zip_over_share() && self.write_back(p) > 0 {
                 moved = true;
@@ -54,7 +57,10 @@ impl Fs {
                 let Some((id, from)) = p.candidate() else { break };
                 match self.look_at(id) {
                     Ok(copy) => victims.push((id, from, copy)),
-                    Err(verdict) => p.report(id, from, verdict),
+                    Err(verdict) => {
+                        busy |= verdict == Verdict::Busy;
+                        p.report(id, from, verdict);
+                    }
                 }
             }
             if victims.is_empty() {
@@ -69,6 +75,7 @@ impl Fs {
             for (id, from, verdict) in self.evict(p, victims) {
                 round_moved |= verdict == Verdict::Evicted;
                 all_pinned &= verdict == Verdict::Pinned;
+                busy |= verdict == Verdict::Busy;
                 p.report(id, from, verdict);
             }
             moved |= round_moved;
@@ -76,7 +83,19 @@ impl Fs {
                 break; // nothing compresses and nowhere to write: no use going round
             }
         }
-        p.admits(need) || moved
+        p.admits(need) || moved || busy
+    }
+
+    /// The background reclaimer's work (src/reclaimer.rs): wait up to
+    /// `timeout` for RAM to pass the high watermark, then reclaim down to
+    /// the low one. Returns false when this mount has no ceiling to keep.
+    pub fn reclaim_ahead(&self, timeout: std::time::Duration) -> bool {
+        let Some(p) = self.pager.as_deref() else { return false };
+        if p.wait_for_pressure(timeout) && p.limit() > 0 {
+            // Room for the gap between the ceiling and the low watermark.
+            self.make_room(p.limit() - p.low_watermark());
+        }
+        true
     }
 
     /// After a page-in passed the ceiling (reads may, by a request's pages),

@@ -15,8 +15,9 @@ use crate::sync::{Arc, RwLock};
 const RECLAIM_BATCH: u64 = 32;
 
 /// Reclaim rounds in a row after which a writer that wrote nothing stops
-/// (short write, or ENOSPC): the pages reclaim frees keep going elsewhere.
-const MAX_STALLED_ROUNDS: u32 = 64;
+/// (short write, or ENOSPC): the pages reclaim frees keep going elsewhere,
+/// or every file it could take pages from stays busy.
+const MAX_STALLED_ROUNDS: u32 = 1000;
 
 /// fallocate(2) modes memfs supports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -116,6 +117,9 @@ impl Fs {
             // up when reclaim can move nothing, or rounds stop advancing
             // (other workers' page-ins taking every page it frees).
             stalled = if w.bytes == 0 { stalled + 1 } else { 0 };
+            if stalled > 1 {
+                std::thread::yield_now(); // let the workers holding the victims' files go on
+            }
             let batch = ((room - written) as u64).div_ceil(PAGE_SIZE).clamp(1, RECLAIM_BATCH) * PAGE_SIZE;
             if !w.ram_full || written >= room || stalled > MAX_STALLED_ROUNDS || !self.make_room(batch) {
                 break;

@@ -76,8 +76,12 @@
 //!
 //! ## Pressure
 //!
-//! A write that needs RAM beyond the ceiling lets go of its file, runs
-//! reclaim until its pages fit, and goes on; if nothing can leave RAM (no
+//! A background reclaimer (src/reclaimer.rs, one thread per mount) is woken
+//! when RAM passes a high watermark (1/32 under the ceiling) and reclaims
+//! down to a low one (1/16 under), so that writers mostly find room ready
+//! and compression overlaps their copying. A write that still needs RAM
+//! beyond the ceiling lets go of its file, runs reclaim itself until its
+//! pages fit, and goes on; if nothing can leave RAM (no
 //! backing store and nothing compresses, or the backing store is full), the
 //! write stops there: short, or ENOSPC when nothing fit. A page-in always
 //! proceeds (a read never fails for want of RAM): reclaim first makes room
@@ -214,6 +218,10 @@ pub struct Pager {
     reclaim: Mutex<()>,
     /// Queues hold many more ids than pages exist: drop the stale ones.
     scrub_wanted: AtomicBool,
+    /// RAM passed the high watermark: the background reclaimer should run.
+    /// The bool is the request; the condvar wakes the reclaimer.
+    pressure: Mutex<bool>,
+    pressure_cv: crate::sync::Condvar,
     c: Counters,
 }
 
@@ -228,6 +236,8 @@ impl Pager {
             zipq: Mutex::new(VecDeque::new()),
             reclaim: Mutex::new(()),
             scrub_wanted: AtomicBool::new(false),
+            pressure: Mutex::new(false),
+            pressure_cv: crate::sync::Condvar::new(),
             c: Counters::default(),
         }
     }
@@ -278,6 +288,38 @@ impl Pager {
             && get(&self.c.zip_bytes).saturating_mul(100) > self.limit().saturating_mul(ZIP_SHARE_PCT)
     }
 
+    /// RAM below which the background reclaimer stops (a sixteenth of the
+    /// ceiling under it), and above which it is woken (a thirty-second).
+    pub fn low_watermark(&self) -> u64 {
+        self.limit() - self.limit() / 16
+    }
+
+    fn high_watermark(&self) -> u64 {
+        self.limit() - self.limit() / 32
+    }
+
+    /// Wake the background reclaimer if RAM passed the high watermark.
+    fn check_pressure(&self) {
+        let limit = self.limit();
+        if limit > 0 && self.ram_bytes() > self.high_watermark() {
+            let mut p = self.pressure.lock();
+            if !*p {
+                *p = true;
+                self.pressure_cv.notify_one();
+            }
+        }
+    }
+
+    /// For the background reclaimer: wait until RAM passes the high
+    /// watermark or `timeout` runs out; whether there is work.
+    pub fn wait_for_pressure(&self, timeout: std::time::Duration) -> bool {
+        let mut p = self.pressure.lock();
+        if !*p {
+            let _ = self.pressure_cv.wait_for(&mut p, timeout);
+        }
+        std::mem::take(&mut *p)
+    }
+
     /// A slot was put in place at `id` (accounting; resident pages join the policy).
     pub(super) fn slot_added(&self, id: PageId, slot: &Slot) {
         match slot {
@@ -290,6 +332,8 @@ impl Pager {
                 if p.len() as u64 > 2 * get(&self.c.resident_pages) + 4096 {
                     self.scrub_wanted.store(true, Ordering::Relaxed);
                 }
+                drop(p);
+                self.check_pressure();
             }
             Slot::Zip(z) => {
                 self.c.zip_pages.fetch_add(1, Ordering::Relaxed);
