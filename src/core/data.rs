@@ -246,23 +246,7 @@ impl FileData {
 
     /// Remove every page with index >= `from`; returns how many were removed.
     fn remove_from(&mut self, from: u64) -> u64 {
-        let gone: Vec<Page> = match &mut self.pages {
-            Pages::Empty => vec![],
-            Pages::First(_) if from == 0 => match std::mem::take(&mut self.pages) {
-                Pages::First(p) => vec![p],
-                _ => unreachable!("matched First above"),
-            },
-            Pages::First(_) => vec![],
-            Pages::Many(m) => {
-                let tail = m.split_off(&from);
-                if m.is_empty() {
-                    self.pages = Pages::Empty;
-                }
-                tail.into_values().collect()
-            }
-        };
-        gone.iter().for_each(|p| self.removed(p));
-        gone.len() as u64
+        self.remove_range(from, u64::MAX)
     }
 
     /// Remove pages with index in `[from, to)`; returns how many were removed.
@@ -271,21 +255,20 @@ impl FileData {
             return 0;
         }
         let gone: Vec<Page> = match &mut self.pages {
-            Pages::Empty => vec![],
             Pages::First(_) if from == 0 => match std::mem::take(&mut self.pages) {
                 Pages::First(p) => vec![p],
                 _ => unreachable!("matched First above"),
             },
-            Pages::First(_) => vec![],
+            Pages::Many(m) if to == u64::MAX => m.split_off(&from).into_values().collect(),
             Pages::Many(m) => {
                 let doomed: Vec<u64> = m.range(from..to).map(|(k, _)| *k).collect();
-                let gone = doomed.iter().filter_map(|k| m.remove(k)).collect();
-                if m.is_empty() {
-                    self.pages = Pages::Empty;
-                }
-                gone
+                doomed.iter().filter_map(|k| m.remove(k)).collect()
             }
+            Pages::Empty | Pages::First(_) => vec![],
         };
+        if matches!(&self.pages, Pages::Many(m) if m.is_empty()) {
+            self.pages = Pages::Empty;
+        }
         gone.iter().for_each(|p| self.removed(p));
         gone.len() as u64
     }

@@ -9,7 +9,7 @@ use super::data::{EvictCandidate, FileData, Slot};
 use super::inode::Inode;
 use super::pager::policy::{PageId, Queue, Verdict};
 use super::pager::{Cold, Fault, PageError, Pager, PAGE};
-use super::types::{Ino, Kind};
+use super::types::Ino;
 use super::{Fs, FsError, FsResult};
 use crate::sync::{Arc, RwLock};
 
@@ -267,7 +267,7 @@ impl Fs {
     /// that can go nowhere stay.
     pub fn evict_file(&self, ino: Ino, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
         let p = self.pager.as_deref().ok_or(FsError::NotSupported)?;
-        let inode = self.file_inode(ino)?;
+        let inode = self.file(ino)?;
         let resident = content(&inode).read().resident_from(from, max + 1);
         let next = resident.get(max).copied();
         let mut moved = 0;
@@ -296,7 +296,7 @@ impl Fs {
     pub fn prime_file(&self, ino: Ino, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
         const BATCH: usize = 64;
         self.pager.as_deref().ok_or(FsError::NotSupported)?;
-        let inode = self.file_inode(ino)?;
+        let inode = self.file(ino)?;
         let lock = content(&inode);
         let (mut loaded, mut done, mut from) = (0, 0, from);
         while done < max {
@@ -310,15 +310,6 @@ impl Fs {
         }
         let more = !lock.read().cold_from(from, 1).is_empty();
         Ok((loaded, more.then_some(from)))
-    }
-
-    fn file_inode(&self, ino: Ino) -> FsResult<Arc<Inode>> {
-        let inode = self.get(ino)?;
-        match inode.kind {
-            Kind::File => Ok(inode),
-            Kind::Dir => Err(FsError::IsDir),
-            _ => Err(FsError::Invalid),
-        }
     }
 
     /// Drop ids of pages that are no longer resident (or compressed) from
@@ -404,7 +395,7 @@ mod tests {
         assert_eq!(fs.read(a, 2 * PAGE, 4 * page).unwrap(), vec![1u8; 4 * PAGE as usize]);
         assert_eq!(pager.stats().page_ins, ins, "pages 2-5 were read ahead");
         // Read once, as a scan does: not referenced, so reclaim may take them.
-        let inode = fs.file_inode(a).unwrap();
+        let inode = fs.file(a).unwrap();
         for idx in 2..6 {
             assert!(matches!(content(&inode).read().evict_candidate(idx), EvictCandidate::Copy(_)), "page {idx}");
         }

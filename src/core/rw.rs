@@ -35,8 +35,8 @@ pub enum Whence {
 }
 
 impl Fs {
-    /// The data lock of regular file `ino` (EISDIR for a directory, EINVAL otherwise).
-    fn file(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+    /// Regular file `ino` (EISDIR for a directory, EINVAL otherwise).
+    pub(super) fn file(&self, ino: Ino) -> FsResult<Arc<Inode>> {
         let inode = self.get(ino)?;
         match inode.kind {
             Kind::File => Ok(inode),
