@@ -141,6 +141,15 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let pager = opts.pager_config()?.map(|cfg| Arc::new(Pager::new(cfg)));
+    if pager.is_some() {
+        // One malloc arena: the reclaimer thread allocates compressed pages
+        // that workers free, and workers allocate pages that it frees; with
+        // an arena per thread both arenas end up holding scattered live
+        // pages. Measured (512 MiB through ram=128M): daemon peak RSS 208 MB
+        // with per-thread arenas, 150 MB with one. Called before any thread.
+        // SAFETY: mallopt only changes allocator settings.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+    }
     if let Some(p) = &pager {
         let s = p.stats();
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
