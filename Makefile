@@ -4,7 +4,7 @@ MOUNTPOINT ?= /mnt/memfs
 OPTIONS ?= size=1G
 PYTHON ?= python3
 
-.PHONY: all build check test test-rust test-py bench bench-quick install mount umount clean
+.PHONY: all build check test test-rust test-py test-passthrough bench bench-quick install mount umount clean
 
 all: build
 
@@ -16,7 +16,7 @@ check:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
-test: check build test-rust test-py
+test: check build test-rust test-py test-passthrough
 
 test-rust:
 	cargo test --release
@@ -25,6 +25,13 @@ test-rust:
 # differential test. Needs root (mounts tmpfs, drops to other uids).
 test-py: build
 	$(PYTHON) -m pytest -q tests
+
+# The POSIX tables again with every regular file in a kernel memory file and
+# opened with FUSE passthrough (issue 13), so the passthrough path is held
+# to tmpfs's behaviour as the daemon path is.
+test-passthrough: build
+	MEMFS_EXTRA_OPTIONS=passthrough=on,passthrough_min=0 $(PYTHON) -m pytest -q \
+		tests/conformance tests/pjdfstest tests/differential tests/gofuse
 
 bench: build
 	$(PYTHON) bench/run.py

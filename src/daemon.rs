@@ -14,6 +14,7 @@ use std::path::Path;
 
 use fuser::{Config, MountOption, Session, SessionACL};
 
+use crate::core::memfile::KernelStore;
 use crate::core::pager::Pager;
 use crate::core::{Fs, FsConfig};
 use crate::ctl::stats::Stats;
@@ -22,8 +23,8 @@ use crate::ctl::{Ctl, CtlConfig};
 use crate::fuse::invalidate::Invalidator;
 use crate::fuse::poll::Poller;
 use crate::fuse::Parked;
-use crate::fuse::{Counted, MemFs};
-use crate::options::MountOptions;
+use crate::fuse::{Counted, MemFs, PassthroughPlan};
+use crate::options::{MountOptions, PassthroughMode};
 use crate::sync::{Arc, OnceLock};
 
 /// Mount `opts` at `mountpoint` and serve it. Returns when unmounted
@@ -154,6 +155,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         let s = p.stats();
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
     }
+    let kernel_files = kernel_files(opts, pager.is_some())?;
+    let wants_passthrough = kernel_files.is_some();
     let fs = Arc::new(Fs::new(FsConfig {
         max_pages: opts.max_pages(),
         max_inodes: opts.nr_inodes,
@@ -166,6 +169,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         pager,
         max_meta_bytes: opts.meta_ceiling()?,
         cache: opts.cache,
+        kernel_files,
     }));
     let stats = Arc::new(Stats::default());
     let activity = stats.clone();
@@ -189,7 +193,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         Invalidator::start(notifier.clone()).map_err(|e| format!("cannot start the invalidation thread: {e}"))?;
     let parked = Parked::start().map_err(|e| format!("cannot start the parked-request thread: {e}"))?;
     let poller = Arc::new(OnceLock::new());
-    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked), stats, poller.clone());
+    let pt = PassthroughPlan { wanted: wants_passthrough, required: opts.passthrough == PassthroughMode::On };
+    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked, pt), stats, poller.clone());
     let mut session = Session::new(memfs, mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
     let _ = notifier.set(session.notifier());
@@ -206,6 +211,46 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         })
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
     Ok(session)
+}
+
+/// Where large files keep their bytes for passthrough (`passthrough=`,
+/// `passthrough_min=`), or `None` for today's path; an error when
+/// `passthrough=on` cannot work here.
+fn kernel_files(opts: &MountOptions, pager: bool) -> Result<Option<(KernelStore, u64)>, String> {
+    let required = match opts.passthrough {
+        PassthroughMode::Off => return Ok(None),
+        PassthroughMode::On => true,
+        PassthroughMode::Auto => false,
+    };
+    let why_not = if pager {
+        Some("it does not work with ram=/swappct= yet (a file the kernel holds open cannot be paged out)")
+    } else if !has_cap_sys_admin() {
+        Some("it needs CAP_SYS_ADMIN (the kernel registers backing files only for it); mount as root")
+    } else {
+        None
+    };
+    match why_not {
+        Some(why) if required => Err(format!("invalid mount option 'passthrough=on': {why}")),
+        Some(why) => {
+            log::info!("passthrough: off, {why}");
+            Ok(None)
+        }
+        None => {
+            let store = KernelStore::new(opts.size);
+            log::info!("passthrough: files of {} bytes or more in {} memory files", opts.passthrough_min, store.kind());
+            Ok(Some((store, opts.passthrough_min)))
+        }
+    }
+}
+
+/// Whether this process has CAP_SYS_ADMIN (bit 21) in its effective set.
+fn has_cap_sys_admin() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return false };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 21) != 0)
 }
 
 /// Point stdin/stdout/stderr at /dev/null so the daemon holds no terminal.

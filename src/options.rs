@@ -64,7 +64,25 @@ pub struct MountOptions {
     pub cache: Option<CachePolicy>,
     /// `readahead=`: bytes the pager loads ahead of a sequential reader (`None`: default).
     pub readahead: Option<u64>,
+    /// `passthrough=`: hand large files' opens to the kernel.
+    pub passthrough: PassthroughMode,
+    /// `passthrough_min=`: size from which a file's bytes live in a kernel memory file.
+    pub passthrough_min: u64,
 }
+
+/// `passthrough=auto|on|off`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PassthroughMode {
+    /// Where the kernel and the daemon's privileges allow it.
+    #[default]
+    Auto,
+    /// Or the mount fails.
+    On,
+    Off,
+}
+
+/// `passthrough_min=` when not given.
+pub const DEFAULT_PASSTHROUGH_MIN: u64 = 1 << 20;
 
 /// How one row applies its value.
 type Apply = fn(&mut MountOptions, &str) -> Result<(), String>;
@@ -351,6 +369,32 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "passthrough",
+        takes_value: true,
+        help: "auto, on or off: files of passthrough_min or more keep their bytes in a kernel memory file and \
+               are opened with FUSE passthrough (kernel speed, held once; needs CAP_SYS_ADMIN and no ram=). \
+               auto: where possible (default); on: or the mount fails",
+        apply: |o, v| {
+            o.passthrough = match v {
+                "auto" => PassthroughMode::Auto,
+                "on" => PassthroughMode::On,
+                "off" => PassthroughMode::Off,
+                _ => return Err("must be auto, on or off".into()),
+            };
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "passthrough_min",
+        takes_value: true,
+        help: "size from which a file moves into a kernel memory file for passthrough, k/m/g suffix \
+               (default 1m; 0 = every file)",
+        apply: |o, v| {
+            o.passthrough_min = parse_count(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "readahead",
         takes_value: true,
         help: "bytes the pager loads ahead when a sequential reader needs a paged-out page, k/m suffix; \
@@ -509,6 +553,8 @@ impl MountOptions {
             metapct: None,
             cache: None,
             readahead: None,
+            passthrough: PassthroughMode::default(),
+            passthrough_min: DEFAULT_PASSTHROUGH_MIN,
         }
     }
 

@@ -88,7 +88,13 @@ fn namespace(name: &[u8]) -> FsResult<Namespace> {
 
 impl Fs {
     pub fn getattr(&self, ino: Ino) -> FsResult<Attr> {
-        Ok(self.get(ino)?.attr())
+        let inode = self.get(ino)?;
+        if let Some(lock) = inode.file() {
+            if let Some(f) = lock.read().kernel() {
+                self.sync_kernel(&inode, f);
+            }
+        }
+        Ok(inode.attr())
     }
 
     pub fn setattr(&self, ino: Ino, req: &SetAttr, caller: &Caller) -> FsResult<Attr> {
@@ -123,6 +129,9 @@ impl Fs {
             }
             None => None,
         };
+        if let Some(f) = data.as_ref().and_then(|d| d.kernel()) {
+            self.sync_kernel(&inode, f);
+        }
         let mut m = inode.meta();
         let mut unchanged_ctime = false;
         if let (Some(size), Some(data)) = (req.size, data.as_mut()) {
@@ -133,7 +142,9 @@ impl Fs {
             // to 0 is taken as O_TRUNC, so `: > stamp` marks an empty stamp
             // file modified (docs/SEMANTICS.md).
             let times = size != m.size || m.pages > 0 || req.via_open_file || size == 0;
-            if size <= m.size {
+            if let Some(f) = data.kernel() {
+                self.ktruncate(&mut m, f, size)?;
+            } else if size <= m.size {
                 let removed = data.truncate(size).map_err(|_| FsError::Io)?;
                 self.usage.uncharge_pages(removed);
                 m.pages -= removed;
@@ -317,6 +328,7 @@ impl Fs {
 
     /// File system totals in the form statfs(2) reports them (as tmpfs does).
     pub fn statfs(&self) -> StatFs {
+        self.sync_all_kernel_files();
         let u = self.usage.snapshot();
         let (files, ffree) = if u.max_inodes == 0 {
             (0, 0)

@@ -23,10 +23,16 @@
 //!
 //! Each page is a separate allocation, so the pager can move single pages
 //! out of memory.
+//!
+//! A large file may instead keep its bytes in a kernel memory file
+//! (core/memfile.rs, `passthrough_min=`): then `mem` holds it, the page
+//! map is empty, and the core (rw.rs, attr.rs) does the file's I/O on the
+//! memory file directly.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use super::memfile::MemFile;
 use super::pager::backing::DiskRef;
 use super::pager::policy::PageId;
 use super::pager::{Cold, PageError, Pager};
@@ -149,6 +155,8 @@ pub enum EvictCandidate {
 pub struct FileData {
     pages: Pages,
     home: Option<Box<Home>>,
+    /// The kernel memory file holding the bytes instead of `pages`.
+    mem: Option<Box<MemFile>>,
 }
 
 /// Size of a page buffer that must hold `len` bytes.
@@ -178,6 +186,45 @@ impl FileData {
     pub fn attach(&mut self, pager: Arc<Pager>, ino: Ino) {
         debug_assert!(matches!(self.pages, Pages::Empty));
         self.home = Some(Box::new(Home { pager, ino, next_read: AtomicU64::new(u64::MAX) }));
+    }
+
+    /// The kernel memory file holding this file's bytes, if they moved there.
+    pub fn kernel(&self) -> Option<&MemFile> {
+        self.mem.as_deref()
+    }
+
+    /// Whether the bytes can move to a kernel memory file: none paged out,
+    /// and no pager accounting them (pager mounts keep their pages).
+    pub fn can_move_to_kernel(&self) -> bool {
+        self.mem.is_none() && self.home.is_none()
+    }
+
+    /// Move the bytes of this file (`size` bytes long) into `f`, which then
+    /// holds them; returns the pages `f` allocated (the file's new charge).
+    /// On an error nothing has changed.
+    pub fn move_to_kernel(&mut self, f: MemFile, size: u64) -> std::io::Result<u64> {
+        debug_assert!(self.can_move_to_kernel());
+        for (idx, page) in self.slots_from(0) {
+            let at = idx * PAGE_SIZE;
+            match page {
+                // Bytes past the size are zeros (truncate zeroes the tail): not copied.
+                Slot::Ram { bytes, .. } => {
+                    let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
+                    // An empty buffer is a page of zeros that is data: one byte makes it so.
+                    let part = if n == 0 && at < size { &[0u8][..] } else { &bytes[..n] };
+                    if let (_, Some(e)) = f.write(at, part) {
+                        return Err(e);
+                    }
+                }
+                Slot::Unwritten => f.allocate(at, PAGE_SIZE)?,
+                Slot::Zip(_) | Slot::Disk(_) => return Err(std::io::ErrorKind::Unsupported.into()),
+            }
+        }
+        f.set_len(size)?;
+        let pages = f.absorb()?.pages;
+        self.remove_from(0);
+        self.mem = Some(Box::new(f));
+        Ok(pages)
     }
 
     /// Number of allocated pages (written or unwritten).
@@ -714,6 +761,9 @@ impl FileData {
 
     /// Pages per tier: (resident, compressed, on the backing store).
     pub fn tiers(&self) -> (u64, u64, u64) {
+        if let Some(f) = &self.mem {
+            return (f.stat().map_or(0, |s| s.pages), 0, 0);
+        }
         let mut t = (0, 0, 0);
         let mut count = |p: &Page| match p {
             Slot::Ram { .. } => t.0 += 1,

@@ -30,6 +30,8 @@ pub mod dir;
 mod error;
 pub mod fileattr;
 pub mod inode;
+mod kfile;
+pub mod memfile;
 mod namei;
 pub mod pager;
 mod reclaim;
@@ -78,6 +80,8 @@ pub struct FsConfig {
     /// `cache=`: the kernel page-cache policy of files without their own;
     /// `None`: no policy is served (OPEN is not answered).
     pub cache: Option<cache::CachePolicy>,
+    /// Kernel memory files for large files: where, and from what size.
+    pub kernel_files: Option<(memfile::KernelStore, u64)>,
 }
 
 impl FsConfig {
@@ -95,6 +99,7 @@ impl FsConfig {
             pager: None,
             max_meta_bytes: 0,
             cache: None,
+            kernel_files: None,
         }
     }
 }
@@ -126,6 +131,13 @@ pub struct Fs {
     pager: Option<Arc<pager::Pager>>,
     /// `cache=` (core/cache.rs); `None`: no policy served.
     cache: Option<cache::CachePolicy>,
+    /// Where files of `passthrough_min` bytes or more keep their bytes
+    /// (core/memfile.rs); `None`: every file stays in the heap.
+    kernel_store: Option<memfile::KernelStore>,
+    /// Size from which a file moves into a kernel memory file.
+    passthrough_min: AtomicU64,
+    /// Inodes whose bytes are in kernel memory files (pruned lazily).
+    kernel_inos: Mutex<HashSet<Ino>>,
 }
 
 impl Fs {
@@ -145,6 +157,9 @@ impl Fs {
             linkable: Mutex::new(HashSet::new()),
             pager: cfg.pager,
             cache: cfg.cache,
+            passthrough_min: AtomicU64::new(cfg.kernel_files.as_ref().map_or(u64::MAX, |k| k.1)),
+            kernel_store: cfg.kernel_files.map(|k| k.0),
+            kernel_inos: Mutex::new(HashSet::new()),
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.
@@ -261,6 +276,7 @@ impl Fs {
     /// shrinking below what is stored is refused and changes nothing.
     pub fn set_max_pages(&self, pages: u64) -> FsResult<()> {
         if self.usage.set_max_pages(pages) {
+            self.rebalance_kernel_limit();
             Ok(())
         } else {
             Err(FsError::Invalid)

@@ -9,7 +9,7 @@ use super::data::{FileData, Written};
 use super::inode::{Inode, Meta};
 use super::types::{Caller, Ino, Kind, Timespec, MAX_FILE_SIZE, PAGE_SIZE};
 use super::{Fs, FsError, FsResult};
-use crate::sync::{Arc, RwLock};
+use crate::sync::{Arc, Ordering, RwLock};
 
 /// Pages a writer at the RAM ceiling makes room for at a time.
 const RECLAIM_BATCH: u64 = 32;
@@ -49,6 +49,9 @@ impl Fs {
     pub fn read(&self, ino: Ino, off: u64, size: u32) -> FsResult<Vec<u8>> {
         let inode = self.file(ino)?;
         let lock = data_lock(&inode);
+        if let Some(f) = lock.read().kernel() {
+            return self.kread(&inode, f, off, size);
+        }
         let len = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size)) as usize;
         let data = lock.read();
         let mut m = inode.meta();
@@ -93,6 +96,12 @@ impl Fs {
         }
         let room = (MAX_FILE_SIZE - off).min(buf.len() as u64) as usize;
         let lock = data_lock(&inode);
+        {
+            let data = lock.read();
+            if let Some(f) = data.kernel() {
+                return self.kwrite(&inode, f, off, &buf[..room], caller);
+            }
+        }
         let mut written = 0;
         let mut failed = false;
         let mut stalled = 0;
@@ -133,6 +142,9 @@ impl Fs {
             m.kill_privs(caller);
         }
         self.scrub_pager_queues();
+        if written > 0 && inode.meta().size >= self.passthrough_min.load(Ordering::Relaxed) {
+            self.move_to_kernel(&inode, &mut lock.write());
+        }
         match (written, buf.len()) {
             (0, _) if failed => Err(FsError::Io),
             (0, n) if n > 0 => Err(FsError::NoSpace),
@@ -148,6 +160,12 @@ impl Fs {
         }
         let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::FileTooBig)?;
         let mut data = data_lock(&inode).write();
+        if let Some(f) = data.kernel() {
+            if mode.punch_hole && (!mode.keep_size || mode.zero_range) {
+                return Err(FsError::NotSupported);
+            }
+            return self.kfallocate(&inode, f, off, len, mode);
+        }
         if mode.punch_hole {
             if !mode.keep_size || mode.zero_range {
                 return Err(FsError::NotSupported);
@@ -190,6 +208,9 @@ impl Fs {
     pub fn lseek(&self, ino: Ino, off: u64, whence: Whence) -> FsResult<u64> {
         let inode = self.file(ino)?;
         let data = data_lock(&inode).read();
+        if let Some(f) = data.kernel() {
+            return self.kseek(&inode, f, off, whence);
+        }
         let size = inode.meta().size;
         let found = match whence {
             Whence::Data => data.seek_data(off, size),

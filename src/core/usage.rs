@@ -252,6 +252,29 @@ impl Usage {
         ok
     }
 
+    /// Charge as many of `n` pages as fit under `size=`; how many were charged.
+    pub fn charge_up_to(&self, n: u64) -> u64 {
+        if self.charge_pages(n) {
+            return n;
+        }
+        let (max, used) = (self.max_pages.load(Ordering::SeqCst), self.used_pages.load(Ordering::SeqCst));
+        let room = max.saturating_sub(used).min(n);
+        if room > 0 && self.charge_pages(room) {
+            room
+        } else {
+            0
+        }
+    }
+
+    /// Charge pages that already exist (written by the kernel itself, through
+    /// passthrough), whatever the limit says: they are there.
+    pub fn charge_existing(&self, n: u64) {
+        if n > 0 {
+            self.used_pages.fetch_add(n, Ordering::AcqRel);
+            self.note_reused(n.saturating_mul(PAGE_SIZE));
+        }
+    }
+
     pub fn uncharge_pages(&self, n: u64) {
         if n > 0 {
             self.used_pages.fetch_sub(n, Ordering::AcqRel);

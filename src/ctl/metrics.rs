@@ -11,6 +11,7 @@ use crate::core::usage::INODE_COST;
 use crate::core::{Fs, UsageSnapshot};
 
 use super::stats::Stats;
+use crate::sync::Ordering;
 
 /// What a statistic is computed from: one consistent read of the usage
 /// counters plus the live request statistics.
@@ -153,6 +154,52 @@ pub const IO: &[Scalar] = &[
 ];
 
 /// `stats/pager`: the tiers under `ram=` (core/pager). All zero without a pager.
+/// `stats/passthrough`: what memfs can see of I/O it never serves.
+pub const PASSTHROUGH: &[Scalar] = &[
+    Scalar {
+        key: "passthrough",
+        metric: "memfs_passthrough_enabled",
+        kind: MetricType::Gauge,
+        help: "1 when large files are opened with FUSE passthrough (passthrough=; the kernel and the daemon's privileges allow it).",
+        get: |v| v.stats.passthrough_on.load(Ordering::Relaxed),
+    },
+    Scalar {
+        key: "memory_files",
+        metric: "memfs_memory_files",
+        kind: MetricType::Gauge,
+        help: "Files whose bytes live in a kernel memory file (passthrough_min= or larger).",
+        get: |v| v.fs.kernel_file_usage().0,
+    },
+    Scalar {
+        key: "memory_file_bytes",
+        metric: "memfs_memory_file_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes of pages held in kernel memory files, as last taken in (at stat, statfs and the close of a passthrough open).",
+        get: |v| v.fs.kernel_file_usage().1 * PAGE_SIZE,
+    },
+    Scalar {
+        key: "passthrough_files",
+        metric: "memfs_passthrough_files",
+        kind: MetricType::Gauge,
+        help: "Files open with passthrough now.",
+        get: |v| v.stats.passthrough_files.load(Ordering::Relaxed),
+    },
+    Scalar {
+        key: "passthrough_opens",
+        metric: "memfs_passthrough_opens",
+        kind: MetricType::Gauge,
+        help: "Passthrough opens now (their reads, writes and mmaps go to the kernel: memfs cannot count them; read_bytes, write_bytes and the ops table do not include them).",
+        get: |v| v.stats.passthrough_opens.load(Ordering::Relaxed),
+    },
+    Scalar {
+        key: "passthrough_opens_total",
+        metric: "memfs_passthrough_opens_total",
+        kind: MetricType::Counter,
+        help: "Opens answered with passthrough since mount.",
+        get: |v| v.stats.passthrough_opens_total.load(Ordering::Relaxed),
+    },
+];
+
 pub const PAGER: &[Scalar] = &[
     Scalar {
         key: "ram_limit_bytes",
@@ -300,7 +347,7 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_help_is_one_line() {
-        let all: Vec<&Scalar> = USAGE.iter().chain(IO).chain(PAGER).collect();
+        let all: Vec<&Scalar> = USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH).collect();
         let mut keys: Vec<_> = all.iter().map(|s| s.key).collect();
         let mut metrics: Vec<_> = all.iter().map(|s| s.metric).collect();
         keys.sort();

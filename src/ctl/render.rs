@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::metrics::{Scalar, View, IO, PAGER, USAGE};
+use super::metrics::{Scalar, View, IO, PAGER, PASSTHROUGH, USAGE};
 use super::prometheus;
 use super::stats::{bucket_bound_ns, OpSnapshot, BOUNDED_BUCKETS};
 use super::tunables::TUNABLES;
@@ -40,6 +40,11 @@ pub const STAT_FILES: &[StatFile] = &[
         help: "the tiers under ram=: RAM, compressed, backing store; hits, page-ins, page-outs, errors",
         render: pager,
     },
+    StatFile {
+        name: "passthrough",
+        help: "large files in kernel memory files and their passthrough opens (I/O memfs never sees)",
+        render: passthrough,
+    },
     StatFile { name: "uid", help: "data bytes and inodes owned by each uid", render: uid },
     StatFile {
         name: "prometheus",
@@ -63,6 +68,12 @@ fn usage(v: &View) -> String {
 fn io(v: &View) -> String {
     let mut out = String::new();
     scalars(&mut out, v, IO);
+    out
+}
+
+fn passthrough(v: &View) -> String {
+    let mut out = String::new();
+    scalars(&mut out, v, PASSTHROUGH);
     out
 }
 
@@ -130,7 +141,7 @@ fn stats_readme(_: &View) -> String {
     for f in STAT_FILES {
         let _ = writeln!(out, "  {:<12} {}", f.name, f.help);
     }
-    for (file, table) in [("usage", USAGE), ("io", IO), ("pager", PAGER)] {
+    for (file, table) in [("usage", USAGE), ("io", IO), ("pager", PAGER), ("passthrough", PASSTHROUGH)] {
         let _ = writeln!(out, "\n{file}:");
         for s in table {
             let _ = writeln!(out, "  {:<18} {}", s.key, s.help);
@@ -219,7 +230,7 @@ mod tests {
             for f in STAT_FILES {
                 assert!(r.contains(f.name));
             }
-            for s in USAGE.iter().chain(IO).chain(PAGER) {
+            for s in USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH) {
                 assert!(r.contains(s.key));
             }
             let o = opts_readme(v);

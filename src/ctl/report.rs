@@ -38,6 +38,8 @@ pub struct Sample {
     pub io: BTreeMap<String, u64>,
     /// `stats/pager` (empty from a daemon older than the pager).
     pub pager: BTreeMap<String, u64>,
+    /// `stats/passthrough` (empty from a daemon older than passthrough).
+    pub passthrough: BTreeMap<String, u64>,
     pub ops: Vec<OpRow>,
     pub uids: Vec<UidRow>,
     pub at: Instant,
@@ -125,6 +127,7 @@ pub fn read(dir: &Path) -> Result<Sample, String> {
         usage: parse_keys("usage", &file("usage")?)?,
         io: parse_keys("io", &file("io")?)?,
         pager: file("pager").map_or_else(|_| Ok(BTreeMap::new()), |t| parse_keys("pager", &t))?,
+        passthrough: file("passthrough").map_or_else(|_| Ok(BTreeMap::new()), |t| parse_keys("passthrough", &t))?,
         ops: parse_ops(&file("ops")?)?,
         uids: parse_uids(&file("uid")?)?,
         at: Instant::now(),
@@ -218,6 +221,16 @@ pub fn table(s: &Sample, mountpoint: &str) -> String {
     if get(&s.pager, "ram_limit_bytes") > 0 {
         out.push_str(&pager_lines(&s.pager));
     }
+    let p = &s.passthrough;
+    let _ = writeln!(
+        out,
+        "passthrough {}: {} files in memory files ({}), {} open with passthrough ({} opens; their I/O is not counted above)",
+        if get(p, "passthrough") == 1 { "on" } else { "off" },
+        get(p, "memory_files"),
+        human_bytes(get(p, "memory_file_bytes")),
+        get(p, "passthrough_files"),
+        get(p, "passthrough_opens"),
+    );
     let _ = writeln!(out, "\n{:<10} {:>10} {:>10}", "uid", "data", "inodes");
     for u in &s.uids {
         let _ = writeln!(out, "{:<10} {:>10} {:>10}", u.uid, human_bytes(u.data_bytes), u.inodes);
@@ -319,11 +332,12 @@ pub fn json(s: &Sample, mountpoint: &str) -> String {
         .map(|u| format!("{{\"uid\": {}, \"data_bytes\": {}, \"inodes\": {}}}", u.uid, u.data_bytes, u.inodes))
         .collect();
     format!(
-        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"pager\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
+        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"pager\": {}, \"passthrough\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
         json_str(mountpoint),
         json_map(&s.usage),
         json_map(&s.io),
         json_map(&s.pager),
+        json_map(&s.passthrough),
         ops.join(", "),
         uids.join(", ")
     )
@@ -407,6 +421,7 @@ mod tests {
             usage: parse_keys("usage", &format!("data_bytes_used: {used}\ndata_bytes_limit: 1048576\n")).unwrap(),
             io: parse_keys("io", "read_bytes: 0\nwrite_bytes: 2048\n").unwrap(),
             pager: BTreeMap::new(),
+            passthrough: BTreeMap::new(),
             ops: parse_ops(ops).unwrap(),
             uids: parse_uids("uid data_bytes inodes\n0 4096 3\n1000 8192 2\n").unwrap(),
             at: Instant::now(),

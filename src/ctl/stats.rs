@@ -176,6 +176,12 @@ pub struct Stats {
     control_requests: AtomicU64,
     read_bytes: AtomicU64,
     write_bytes: AtomicU64,
+    /// Passthrough (fuse/passthrough.rs): on at all, opens now, files with
+    /// such opens now, opens granted since mount.
+    pub passthrough_on: AtomicU64,
+    pub passthrough_opens: AtomicU64,
+    pub passthrough_files: AtomicU64,
+    pub passthrough_opens_total: AtomicU64,
     started: Instant,
 }
 
@@ -186,6 +192,10 @@ impl Default for Stats {
             control_requests: AtomicU64::new(0),
             read_bytes: AtomicU64::new(0),
             write_bytes: AtomicU64::new(0),
+            passthrough_on: AtomicU64::new(0),
+            passthrough_opens: AtomicU64::new(0),
+            passthrough_files: AtomicU64::new(0),
+            passthrough_opens_total: AtomicU64::new(0),
             started: Instant::now(),
         }
     }

@@ -12,7 +12,9 @@
 //! listings cached); CREATE is not implemented either, so the kernel creates
 //! with MKNOD and opens without a request, and no RELEASE is ever sent (an
 //! async RELEASE would hold a deleted file's inode, and its space, after
-//! close); lookups of missing names are answered with negative
+//! close). With passthrough (`passthrough=`, passthrough.rs) every OPEN is
+//! answered instead: large files with FOPEN_PASSTHROUGH, the rest as cached
+//! opens; lookups of missing names are answered with negative
 //! entries so the kernel caches those too; readdirplus is enabled in the
 //! kernel's adaptive mode.
 //!
@@ -28,9 +30,11 @@ mod cpuload;
 pub mod invalidate;
 mod ioctl;
 mod parked;
+mod passthrough;
 pub mod poll;
 pub use counted::Counted;
 pub use parked::Parked;
+use passthrough::{Passthrough, FH_CACHED};
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -68,6 +72,19 @@ pub struct MemFs {
     invalidator: Invalidator,
     /// Requests waiting for a deleted file's space (see parked.rs).
     parked: Arc<Parked>,
+    /// What the mount asked of passthrough.
+    pt_plan: PassthroughPlan,
+    /// Passthrough opens (passthrough.rs); enabled at INIT if the kernel agrees.
+    passthrough: Arc<Passthrough>,
+}
+
+/// What a mount asks of passthrough (`passthrough=`), decided at mount.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PassthroughPlan {
+    /// Large files are in kernel memory files: open them with passthrough.
+    pub wanted: bool,
+    /// `passthrough=on`: a kernel that does not offer it fails the mount.
+    pub required: bool,
 }
 
 impl MemFs {
@@ -77,13 +94,15 @@ impl MemFs {
         stats: Arc<Stats>,
         invalidator: Invalidator,
         parked: Arc<Parked>,
+        pt_plan: PassthroughPlan,
     ) -> MemFs {
         if fs.default_cache() == Some(CachePolicy::None) {
             // cache=none: the kernel keeps no names or attributes either.
             // One daemon serves one mount, so this is the mount's setting.
             let _ = FILE_TTL.set(Duration::ZERO);
         }
-        MemFs { fs, ctl, stats, invalidator, parked }
+        let passthrough = Arc::new(Passthrough::new(stats.clone()));
+        MemFs { fs, ctl, stats, invalidator, parked, pt_plan, passthrough }
     }
 
     /// Whether a failed `result` should wait for space being freed.
@@ -93,18 +112,22 @@ impl MemFs {
 
     /// Park `op`, retried after each FORGET until it no longer runs out of
     /// space or its grace period ends; then `send` replies with its result.
-    fn park<R, T>(&self, reply: R, mut op: impl FnMut() -> FsResult<T> + Send + 'static, send: fn(R, FsResult<T>))
-    where
+    fn park<R, T>(
+        &self,
+        reply: R,
+        mut op: impl FnMut() -> FsResult<T> + Send + 'static,
+        send: impl FnOnce(R, FsResult<T>) + Send + 'static,
+    ) where
         R: Send + 'static,
         T: 'static,
     {
-        let mut reply = Some(reply);
+        let mut reply = Some((reply, send));
         self.parked.park(Box::new(move |last| {
             let result = op();
             if !last && matches!(result, Err(FsError::NoSpace)) {
                 return false;
             }
-            if let Some(reply) = reply.take() {
+            if let Some((reply, send)) = reply.take() {
                 send(reply, result);
             }
             true
@@ -163,11 +186,9 @@ fn reply_entry(reply: ReplyEntry, result: Result<crate::core::Attr, FsError>) {
     }
 }
 
-fn reply_created(reply: ReplyCreate, result: Result<crate::core::Attr, FsError>) {
+fn reply_created(reply: ReplyCreate, result: Result<crate::core::Attr, FsError>, fh: FileHandle) {
     match result {
-        Ok(attr) => {
-            reply.created(ttl(attr.ino), &file_attr(&attr), GENERATION, FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE)
-        }
+        Ok(attr) => reply.created(ttl(attr.ino), &file_attr(&attr), GENERATION, fh, FopenFlags::FOPEN_KEEP_CACHE),
         Err(e) => reply.error(errno(e)),
     }
 }
@@ -225,6 +246,27 @@ impl Filesystem for MemFs {
         // them must keep working (the kernel refuses it without this).
         if self.fs.default_cache().is_some() {
             let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
+        if self.pt_plan.wanted {
+            // Backing files are on tmpfs (stack depth 0); depth 1 lets
+            // overlayfs still stack over this mount.
+            match config
+                .add_capabilities(InitFlags::FUSE_PASSTHROUGH)
+                .and_then(|_| config.set_max_stack_depth(1).map_err(|_| InitFlags::FUSE_PASSTHROUGH).map(drop))
+            {
+                Ok(()) => {
+                    self.passthrough.enable();
+                    log::info!("passthrough: on");
+                }
+                Err(_) if self.pt_plan.required => {
+                    log::error!("passthrough=on: this kernel does not offer FUSE passthrough (Linux 6.9 or later)");
+                    return Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
+                }
+                Err(_) => {
+                    log::info!("passthrough: off, the kernel does not offer it");
+                    self.fs.stop_kernel_files();
+                }
+            }
         }
         Ok(())
     }
@@ -328,11 +370,20 @@ impl Filesystem for MemFs {
         }
         let c = caller(req);
         let result = self.fs.tmpfile(parent.0, mode, umask, &c);
+        // The kernel opens the new file with this reply: a cached open.
+        let pt = self.passthrough.clone();
+        let send = move |reply: ReplyCreate, result: FsResult<crate::core::Attr>| {
+            if let Ok(attr) = &result {
+                pt.opened_cached(attr.ino);
+            }
+            let fh = if pt.enabled() { FH_CACHED } else { FileHandle(0) };
+            reply_created(reply, result, fh)
+        };
         if self.should_park(&result) {
             let fs = self.fs.clone();
-            return self.park(reply, move || fs.tmpfile(parent.0, mode, umask, &c), reply_created);
+            return self.park(reply, move || fs.tmpfile(parent.0, mode, umask, &c), send);
         }
-        reply_created(reply, result);
+        send(reply, result);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
@@ -425,11 +476,14 @@ impl Filesystem for MemFs {
         if self.ctl(ino).is_some() {
             // ENOSYS here would stop OPEN for the whole mount: answer, uncached.
             return match self.fs.default_cache() {
-                None => reply.error(self.unsupported(ino)),
-                Some(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
+                None if !self.passthrough.enabled() => reply.error(self.unsupported(ino)),
+                _ => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
             };
         }
         match self.fs.cache_policy(ino.0) {
+            Ok(None | Some(CachePolicy::All)) if self.passthrough.enabled() => {
+                self.passthrough.open(&self.fs, ino, reply)
+            }
             Ok(None) => reply.error(self.unsupported(ino)),
             Ok(Some(CachePolicy::All)) => {
                 reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH)
@@ -439,18 +493,21 @@ impl Filesystem for MemFs {
         }
     }
 
-    /// Only sent on a mount that answers OPEN (`cache=`): nothing to free.
+    /// Only sent on a mount that answers OPEN (`cache=`, passthrough): the
+    /// passthrough table forgets the open.
     fn release(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let _ = self.ctl(ino); // counted as a control request for control files
+        if self.ctl(ino).is_none() && self.passthrough.release(&self.fs, ino, fh) {
+            self.invalidator.drop_cached(ino.0, 0, 0);
+        }
         reply.ok();
     }
 

@@ -66,6 +66,13 @@ def pager_stats(mnt):
     return out
 
 
+def io_stats(mnt):
+    """stats/io as {key: int}: read_bytes and write_bytes count what READ and
+    WRITE requests carried (page-cache hits and passthrough I/O never reach memfs)."""
+    with open(os.path.join(mnt, ".memfs", "stats", "io")) as f:
+        return {k: int(v) for k, v in (line.rstrip("\n").split(": ") for line in f)}
+
+
 def stats_line(stats, keys=("ram_limit_bytes", "ram_bytes", "resident_pages", "compressed_pages",
                             "compressed_bytes", "backing_pages", "hits_total", "misses_total",
                             "page_ins_total", "page_outs_total", "evictions_total",

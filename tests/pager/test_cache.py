@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from .helpers import MIB, memfs, require_root_and_memfs
+from .helpers import MIB, io_stats, memfs, require_root_and_memfs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -21,18 +21,13 @@ def _root_and_binary():
     require_root_and_memfs()
 
 
-def read_bytes(mnt):
-    with open(os.path.join(mnt, ".memfs", "stats", "io")) as f:
-        return dict(line.rstrip("\n").split(": ") for line in f)["read_bytes"]
-
-
 def reads_reaching_memfs(mnt, path, size):
     """Bytes memfs served while `path` (of `size` bytes) was read twice."""
-    before = int(read_bytes(mnt))
+    before = io_stats(mnt)["read_bytes"]
     for _ in range(2):
         with open(path, "rb") as f:
             assert len(f.read()) == size
-    return int(read_bytes(mnt)) - before
+    return io_stats(mnt)["read_bytes"] - before
 
 
 def make(path, size):

@@ -1,0 +1,349 @@
+//! Kernel memory files: the home of a large file's resident bytes.
+//!
+//! A regular file that grows past `passthrough_min=` keeps its bytes not in
+//! memfs's heap but in a kernel file of its own whose offsets are the
+//! file's offsets, so that the FUSE layer can hand that file to the kernel
+//! (FUSE passthrough) and reads, writes and mmap of it run inside the
+//! kernel, with the bytes held once. This module owns those files and
+//! nothing else: creating them, byte I/O, sizes, holes, and what the
+//! kernel says about them (`fstat`). Accounting and locking are the
+//! caller's (core/data.rs, core/rw.rs).
+//!
+//! Where the files live ([`KernelStore`]):
+//! - a private tmpfs instance that memfs creates detached (`fsopen`,
+//!   `fsconfig`, `fsmount`, never attached to any path), its files made
+//!   with `O_TMPFILE`: no name anybody can open, and the instance's own
+//!   `size=` bounds what passthrough writers can add behind memfs's back.
+//!   Creating it needs CAP_SYS_ADMIN, as passthrough itself does;
+//! - otherwise `memfd_create` files (unprivileged mounts, where only the
+//!   daemon path reaches them).
+//!
+//! Both are tmpfs inside the kernel, so holes, `fallocate` (unwritten pages
+//! that SEEK_DATA skips), SEEK_DATA/SEEK_HOLE and st_blocks behave exactly
+//! as memfs's heap pages do (core/data.rs mirrors tmpfs).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use super::types::{Timespec, PAGE_SIZE};
+use crate::sync::{Arc, Mutex};
+
+/// Where a mount's kernel memory files are made.
+#[derive(Clone, Debug)]
+pub struct KernelStore {
+    /// The detached tmpfs instance's mount fd; `None`: memfd_create.
+    mount: Option<Arc<OwnedFd>>,
+}
+
+/// What the kernel says about a memory file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelStat {
+    pub size: u64,
+    /// Pages allocated (st_blocks / 8).
+    pub pages: u64,
+    pub atime: Timespec,
+    pub mtime: Timespec,
+}
+
+/// One file's bytes in a kernel memory file.
+#[derive(Debug)]
+pub struct MemFile {
+    fd: OwnedFd,
+    /// What memfs last knew of the file (after its own operations): a later
+    /// `fstat` that differs saw someone else's (passthrough) I/O.
+    seen: Mutex<Option<KernelStat>>,
+}
+
+fn cvt(r: libc::c_long) -> io::Result<libc::c_long> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cstr(s: &str) -> CString {
+    CString::new(s).expect("no NUL in a constant")
+}
+
+/// fsconfig(fd, cmd): create or reconfigure the file system context `fd`.
+fn fsconfig_cmd(fd: &OwnedFd, cmd: libc::c_uint) -> io::Result<()> {
+    // SAFETY: fsconfig on a valid fd, no key or value for a command.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fd.as_raw_fd(),
+            cmd,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// fsopen/fsconfig/fsmount a tmpfs of `size_bytes` (0: unlimited), not
+/// attached anywhere; its mount fd.
+fn detached_tmpfs(size_bytes: u64, huge: &str) -> io::Result<OwnedFd> {
+    // SAFETY: plain system calls on valid C strings; every returned fd is
+    // owned at once.
+    unsafe {
+        let fs = cvt(libc::syscall(libc::SYS_fsopen, cstr("tmpfs").as_ptr(), libc::FSOPEN_CLOEXEC))?;
+        let fs = OwnedFd::from_raw_fd(fs as i32);
+        let set = |key: &str, value: &str| -> io::Result<()> {
+            let (k, v) = (cstr(key), cstr(value));
+            cvt(libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), libc::FSCONFIG_SET_STRING, k.as_ptr(), v.as_ptr(), 0))
+                .map(drop)
+        };
+        set("size", &if size_bytes == 0 { "0".to_string() } else { size_bytes.to_string() })?;
+        set("nr_inodes", "0")?;
+        set("mode", "0700")?;
+        set("huge", huge)?;
+        fsconfig_cmd(&fs, libc::FSCONFIG_CMD_CREATE)?;
+        let mnt = cvt(libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, 0))?;
+        Ok(OwnedFd::from_raw_fd(mnt as i32))
+    }
+}
+
+impl KernelStore {
+    /// A private detached tmpfs of `size_bytes` when the daemon may make one,
+    /// else memfd files.
+    pub fn new(size_bytes: u64) -> KernelStore {
+        KernelStore { mount: detached_tmpfs(size_bytes, "never").ok().map(Arc::new) }
+    }
+
+    /// memfd files only (tests, and where a private tmpfs is not wanted).
+    pub fn memfd() -> KernelStore {
+        KernelStore { mount: None }
+    }
+
+    /// Set the private instance's `size=` to `bytes` (0: unlimited), so the
+    /// kernel stops passthrough writers there; nothing for memfd files.
+    pub fn set_size(&self, bytes: u64) -> io::Result<()> {
+        let Some(mnt) = &self.mount else { return Ok(()) };
+        // SAFETY: fspick/fsconfig on a valid mount fd and C strings; the
+        // returned fd is owned at once.
+        unsafe {
+            let empty = cstr("");
+            let fc = cvt(libc::syscall(
+                libc::SYS_fspick,
+                mnt.as_raw_fd(),
+                empty.as_ptr(),
+                libc::FSPICK_EMPTY_PATH | libc::FSPICK_CLOEXEC,
+            ))?;
+            let fc = OwnedFd::from_raw_fd(fc as i32);
+            let (k, v) = (cstr("size"), CString::new(bytes.to_string()).expect("digits"));
+            cvt(libc::syscall(
+                libc::SYS_fsconfig,
+                fc.as_raw_fd(),
+                libc::FSCONFIG_SET_STRING,
+                k.as_ptr(),
+                v.as_ptr(),
+                0,
+            ))?;
+            fsconfig_cmd(&fc, libc::FSCONFIG_CMD_RECONFIGURE)?;
+        }
+        Ok(())
+    }
+
+    /// "tmpfs" (a private detached instance) or "memfd".
+    pub fn kind(&self) -> &'static str {
+        if self.mount.is_some() {
+            "tmpfs"
+        } else {
+            "memfd"
+        }
+    }
+
+    /// A new, empty memory file.
+    pub fn create(&self) -> io::Result<MemFile> {
+        // SAFETY: system calls on valid arguments; the fd is owned at once.
+        let fd = unsafe {
+            match &self.mount {
+                Some(mnt) => cvt(libc::openat(
+                    mnt.as_raw_fd(),
+                    cstr(".").as_ptr(),
+                    libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
+                    0o600,
+                ) as libc::c_long)?,
+                None => cvt(libc::memfd_create(cstr("memfs").as_ptr(), libc::MFD_CLOEXEC) as libc::c_long)?,
+            }
+        };
+        // SAFETY: `fd` was just returned to us and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        let f = MemFile { fd, seen: Mutex::new(None) };
+        f.absorb()?;
+        Ok(f)
+    }
+}
+
+impl MemFile {
+    /// The kernel file, for registering it as a passthrough backing file.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// `fstat`.
+    pub fn stat(&self) -> io::Result<KernelStat> {
+        // SAFETY: fstat fills a zeroed stat struct on a valid fd.
+        let st = unsafe {
+            let mut st: libc::stat = std::mem::zeroed();
+            cvt(libc::fstat(self.fd.as_raw_fd(), &mut st) as libc::c_long)?;
+            st
+        };
+        Ok(KernelStat {
+            size: st.st_size as u64,
+            pages: (st.st_blocks as u64 * 512).div_ceil(PAGE_SIZE),
+            atime: Timespec { sec: st.st_atime, nsec: st.st_atime_nsec as u32 },
+            mtime: Timespec { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 },
+        })
+    }
+
+    /// Take the file as it is now as memfs's own view (after memfs changed it).
+    pub fn absorb(&self) -> io::Result<KernelStat> {
+        let st = self.stat()?;
+        *self.seen.lock() = Some(st);
+        Ok(st)
+    }
+
+    /// What changed since memfs last looked: (old view, new view), or None.
+    pub fn changes(&self) -> io::Result<Option<(KernelStat, KernelStat)>> {
+        let st = self.stat()?;
+        let mut seen = self.seen.lock();
+        let old = seen.replace(st).unwrap_or(st);
+        Ok((old != st).then_some((old, st)))
+    }
+
+    /// Read `len` bytes at `off`; bytes past the end read as zeros.
+    pub fn read(&self, off: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            // SAFETY: the buffer has `len - done` writable bytes from `done`.
+            let n = unsafe {
+                libc::pread(
+                    self.fd.as_raw_fd(),
+                    out[done..].as_mut_ptr().cast(),
+                    len - done,
+                    (off + done as u64) as libc::off_t,
+                )
+            };
+            match n {
+                0 => break, // end of file: the rest stays zero
+                n if n < 0 => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() == io::ErrorKind::Interrupted {
+                        continue;
+                    }
+                    return Err(e);
+                }
+                n => done += n as usize,
+            }
+        }
+        Ok(out)
+    }
+
+    /// Write all of `data` at `off`; on a failure part way, the bytes
+    /// written so far and the error.
+    pub fn write(&self, off: u64, data: &[u8]) -> (usize, Option<io::Error>) {
+        let mut done = 0;
+        while done < data.len() {
+            // SAFETY: the buffer has `data.len() - done` readable bytes from `done`.
+            let n = unsafe {
+                libc::pwrite(
+                    self.fd.as_raw_fd(),
+                    data[done..].as_ptr().cast(),
+                    data.len() - done,
+                    (off + done as u64) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return (done, Some(e));
+            }
+            done += n as usize;
+        }
+        (done, None)
+    }
+
+    /// ftruncate.
+    pub fn set_len(&self, size: u64) -> io::Result<()> {
+        // SAFETY: ftruncate on a valid fd.
+        cvt(unsafe { libc::ftruncate(self.fd.as_raw_fd(), size as libc::off_t) } as libc::c_long).map(drop)
+    }
+
+    fn fallocate(&self, mode: i32, off: u64, len: u64) -> io::Result<()> {
+        // SAFETY: fallocate on a valid fd.
+        cvt(unsafe { libc::fallocate(self.fd.as_raw_fd(), mode, off as libc::off_t, len as libc::off_t) }
+            as libc::c_long)
+        .map(drop)
+    }
+
+    /// Free `[off, off+len)`: reads as zeros, partial pages zeroed.
+    pub fn punch_hole(&self, off: u64, len: u64) -> io::Result<()> {
+        self.fallocate(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, off, len)
+    }
+
+    /// Allocate `[off, off+len)` without changing the size (unwritten pages).
+    pub fn allocate(&self, off: u64, len: u64) -> io::Result<()> {
+        self.fallocate(libc::FALLOC_FL_KEEP_SIZE, off, len)
+    }
+
+    /// SEEK_DATA (`data`) or SEEK_HOLE from `off`; None at or past the end.
+    pub fn seek(&self, off: u64, data: bool) -> io::Result<Option<u64>> {
+        let whence = if data { libc::SEEK_DATA } else { libc::SEEK_HOLE };
+        // SAFETY: lseek on a valid fd; its position is never used for I/O
+        // (every read and write here is positional).
+        let r = unsafe { libc::lseek(self.fd.as_raw_fd(), off as libc::off_t, whence) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.raw_os_error() == Some(libc::ENXIO) { Ok(None) } else { Err(e) };
+        }
+        Ok(Some(r as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_holes_and_sizes_behave_as_tmpfs() {
+        let f = KernelStore::memfd().create().unwrap();
+        let (n, err) = f.write(3 * PAGE_SIZE + 5, b"hello");
+        assert_eq!(n, 5);
+        assert!(err.is_none());
+        let st = f.stat().unwrap();
+        assert_eq!((st.size, st.pages), (3 * PAGE_SIZE + 10, 1));
+        assert_eq!(f.read(3 * PAGE_SIZE + 3, 10).unwrap(), b"\0\0hello\0\0\0");
+        assert_eq!(f.seek(0, true).unwrap(), Some(3 * PAGE_SIZE));
+        assert_eq!(f.seek(0, false).unwrap(), Some(0));
+        assert_eq!(f.seek(st.size, true).unwrap(), None);
+        f.allocate(0, PAGE_SIZE).unwrap();
+        assert_eq!(f.stat().unwrap().pages, 2);
+        assert_eq!(f.seek(0, true).unwrap(), Some(3 * PAGE_SIZE), "unwritten pages are holes");
+        f.punch_hole(0, 4 * PAGE_SIZE).unwrap();
+        assert_eq!(f.stat().unwrap().pages, 0);
+        f.set_len(10).unwrap();
+        assert_eq!(f.stat().unwrap().size, 10);
+    }
+
+    #[test]
+    fn changes_report_only_what_others_did() {
+        let f = KernelStore::memfd().create().unwrap();
+        f.write(0, b"abc");
+        f.absorb().unwrap();
+        assert_eq!(f.changes().unwrap(), None);
+        // Someone else (as a passthrough writer would) grows the file.
+        let other = f.fd.try_clone().unwrap();
+        // SAFETY: pwrite of 3 valid bytes on a valid fd.
+        unsafe { libc::pwrite(other.as_raw_fd(), b"xyz".as_ptr().cast(), 3, 4096) };
+        let (old, new) = f.changes().unwrap().expect("a change");
+        assert_eq!((old.size, new.size), (3, 4099));
+        assert_eq!(f.changes().unwrap(), None);
+    }
+}

@@ -1,0 +1,146 @@
+//! Passthrough opens (`passthrough=`): which open of a file is handed to
+//! the kernel, and the backing ids that make that possible.
+//!
+//! A file whose bytes are in a kernel memory file (core/memfile.rs) is
+//! opened with FOPEN_PASSTHROUGH: its reads, writes and mmap then go
+//! straight to that file inside the kernel. The kernel refuses to mix
+//! cached and passthrough opens of one inode (fs/fuse/iomode.c), so the
+//! choice is made per inode, under one lock, from the opens this table
+//! counts (every OPEN answered, and O_TMPFILE's implicit open, until its
+//! RELEASE):
+//! - no cached open of the inode, and its bytes are (or now move) in a
+//!   memory file: passthrough, all such opens sharing one backing id that
+//!   lives until the last of them is released;
+//! - otherwise a cached open, as memfs's opens always were, except that a
+//!   memory-file file's cached open drops the kernel's page cache of it
+//!   first (a passthrough writer may have changed the bytes under it).
+//!
+//! Direct-I/O opens (`cache=metadata|none`) are neither, and mix with both.
+//! Counting errs safe: the kernel drops an open before its RELEASE reaches
+//! us, so this table can only think an open still exists, never miss one.
+
+use std::collections::HashMap;
+
+use fuser::{BackingId, FileHandle, FopenFlags, INodeNo, ReplyOpen};
+
+use crate::core::Fs;
+use crate::ctl::stats::Stats;
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
+
+/// File handles say which kind of open a RELEASE ends.
+pub const FH_CACHED: FileHandle = FileHandle(1);
+pub const FH_PASSTHROUGH: FileHandle = FileHandle(2);
+
+/// The opens of one inode that constrain the next one.
+#[derive(Default)]
+struct Opens {
+    cached: u32,
+    passthrough: u32,
+    backing: Option<BackingId>,
+}
+
+/// Passthrough state of a mount.
+pub struct Passthrough {
+    /// Where the counts are shown (stats/passthrough).
+    stats: Arc<Stats>,
+    /// The kernel granted FUSE_PASSTHROUGH and the mount wants it.
+    enabled: AtomicBool,
+    opens: Mutex<HashMap<u64, Opens>>,
+    /// Backing files the kernel refused to register (logged once).
+    refused: AtomicBool,
+}
+
+impl Passthrough {
+    pub fn new(stats: Arc<Stats>) -> Passthrough {
+        Passthrough { stats, enabled: AtomicBool::new(false), opens: Mutex::default(), refused: AtomicBool::new(false) }
+    }
+
+    pub fn enable(&self) {
+        self.enabled.store(true, Ordering::Relaxed);
+        self.stats.passthrough_on.store(1, Ordering::Relaxed);
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Answer an OPEN of regular file `ino` with page-cache policy `all`:
+    /// passthrough when the rules above allow, a cached open otherwise.
+    pub fn open(&self, fs: &Fs, ino: INodeNo, reply: ReplyOpen) {
+        let mut opens = self.opens.lock();
+        let e = opens.entry(ino.0).or_default();
+        if e.cached == 0 {
+            if e.backing.is_none() {
+                // Moves the file into a memory file if it has grown enough.
+                match fs.with_kernel_file(ino.0, |f| reply.open_backing(f.fd())) {
+                    Some(Ok(id)) => e.backing = Some(id),
+                    Some(Err(err)) if !self.refused.swap(true, Ordering::Relaxed) => {
+                        log::warn!("passthrough: the kernel refused a backing file ({err}); cached opens instead");
+                    }
+                    Some(Err(_)) => {}
+                    None => {}
+                }
+            }
+            // The kernel enforces size= on passthrough writers: only with an
+            // exact limit (rebalance_kernel_limit).
+            if e.backing.is_some() && e.passthrough == 0 && !fs.rebalance_kernel_limit() {
+                e.backing = None;
+            }
+            if let Some(id) = &e.backing {
+                e.passthrough += 1;
+                if e.passthrough == 1 {
+                    self.stats.passthrough_files.fetch_add(1, Ordering::Relaxed);
+                }
+                self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);
+                self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
+                return reply.opened_passthrough(FH_PASSTHROUGH, FopenFlags::FOPEN_NOFLUSH, id);
+            }
+        }
+        e.cached += 1;
+        let in_kernel_file = fs.in_kernel_file(ino.0);
+        let flags = if in_kernel_file {
+            FopenFlags::FOPEN_NOFLUSH
+        } else {
+            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
+        };
+        reply.opened(FH_CACHED, flags);
+    }
+
+    /// A cached open the kernel made without an OPEN request (O_TMPFILE).
+    pub fn opened_cached(&self, ino: u64) {
+        if self.enabled() {
+            self.opens.lock().entry(ino).or_default().cached += 1;
+        }
+    }
+
+    /// RELEASE of an open made with file handle `fh`. True when that was
+    /// the last cached open of a file whose bytes are in a memory file: the
+    /// kernel's page cache of it is a second copy now, for the caller to drop.
+    pub fn release(&self, fs: &Fs, ino: INodeNo, fh: FileHandle) -> bool {
+        let mut opens = self.opens.lock();
+        let Some(e) = opens.get_mut(&ino.0) else { return false };
+        match fh {
+            FH_CACHED => e.cached = e.cached.saturating_sub(1),
+            FH_PASSTHROUGH if e.passthrough > 0 => {
+                e.passthrough -= 1;
+                self.stats.passthrough_opens.fetch_sub(1, Ordering::Relaxed);
+                if e.passthrough == 0 {
+                    e.backing = None; // closes the backing id
+                    self.stats.passthrough_files.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            _ => return false,
+        }
+        let last_cached = fh == FH_CACHED && e.cached == 0;
+        if e.cached == 0 && e.passthrough == 0 {
+            opens.remove(&ino.0);
+        }
+        drop(opens);
+        if fh == FH_PASSTHROUGH {
+            // What the passthrough writers did shows in stats and df now.
+            fs.sync_kernel_file(ino.0);
+            fs.rebalance_kernel_limit();
+        }
+        last_cached && fs.in_kernel_file(ino.0)
+    }
+}

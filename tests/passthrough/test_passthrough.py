@@ -1,0 +1,406 @@
+"""FUSE passthrough to kernel memory files (passthrough=, passthrough_min=).
+
+memfs only (tmpfs has nothing to compare here but speed, which is the
+benchmark's). Whether I/O went through the kernel or through memfs is seen
+from memfs's side: stats/io counts the bytes READ and WRITE requests
+carried, so passthrough I/O of a file must add nothing there, while the
+file's size, blocks, times, df and the per-owner usage still agree with
+what was written.
+"""
+import errno
+import mmap
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+from conformance.helpers import link_fd
+from mounts import MEMFS_BIN, NOBODY_GID, NOBODY_UID, run_as, umount
+from pager.helpers import (MIB, PAGE, drop_caches, io_stats, memfs, punch_hole, require_root_and_memfs,
+                           settle, write_all)
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("root_and_memfs")]
+
+
+@pytest.fixture
+def root_and_memfs():
+    require_root_and_memfs()
+
+
+def io_bytes(mnt):
+    s = io_stats(mnt)
+    return s["read_bytes"], s["write_bytes"]
+
+
+def meminfo(*keys):
+    out = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":")
+            out[k] = int(v.split()[0]) * 1024
+    return sum(out[k] for k in keys)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def make_file(path, size, byte=b"a"):
+    with open(path, "wb") as f:
+        f.write(byte * size)
+
+
+def test_reads_and_writes_of_a_large_file_bypass_the_daemon():
+    with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
+        p = os.path.join(mnt, "big")
+        make_file(p, 4 * MIB)  # written through memfs, moved into a memory file
+        before = io_bytes(mnt)
+        drop_caches()
+        with open(p, "rb") as f:
+            assert f.read() == b"a" * (4 * MIB)
+        with open(p, "r+b") as f:
+            f.seek(MIB)
+            f.write(b"b" * MIB)
+        assert io_bytes(mnt) == before, "passthrough I/O reached the daemon"
+        with open(p, "rb") as f:
+            data = f.read()
+        assert data == b"a" * MIB + b"b" * MIB + b"a" * (2 * MIB)
+
+
+def test_small_files_stay_in_the_daemon():
+    with memfs("size=64M,passthrough=on,passthrough_min=1m") as mnt:
+        p = os.path.join(mnt, "small")
+        make_file(p, 64 * 1024)
+        before = io_bytes(mnt)
+        drop_caches()
+        with open(p, "rb") as f:
+            assert f.read() == b"a" * (64 * 1024)
+        assert io_bytes(mnt)[0] > before[0], "a small file's read should reach memfs"
+
+
+def test_size_blocks_times_df_and_owner_follow_passthrough_writes():
+    with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
+        p = os.path.join(mnt, "f")
+        make_file(p, 2 * MIB)
+        os.chown(p, 1234, 1234)
+        st0 = os.stat(p)
+        df0 = os.statvfs(mnt)
+        with open(p, "ab") as f:  # a passthrough open: the daemon never sees these bytes
+            f.write(b"z" * (3 * MIB))
+        st = os.stat(p)
+        assert st.st_size == 5 * MIB
+        assert st.st_blocks == 5 * MIB // 512
+        assert st.st_mtime_ns > st0.st_mtime_ns and st.st_ctime_ns >= st.st_mtime_ns
+        df = os.statvfs(mnt)
+        assert df0.f_bfree - df.f_bfree == 3 * MIB // df.f_bsize
+        with open(os.path.join(mnt, ".memfs", "stats", "uid")) as f:
+            rows = {r[0]: r for r in (line.split() for line in f)}
+        assert rows["1234"][1] == str(5 * MIB), rows
+        # A truncate through memfs while the kernel holds the file open.
+        with open(p, "r+b") as f:
+            os.truncate(p, MIB)
+            assert os.fstat(f.fileno()).st_size == MIB
+            assert f.read() == b"a" * MIB
+        assert os.stat(p).st_blocks == MIB // 512
+
+
+def test_memory_is_held_once_and_returned_after_rm():
+    size = 1024 * MIB
+    with memfs("size=2G,passthrough=on") as mnt:
+        p = os.path.join(mnt, "g")
+        drop_caches()
+        base = meminfo("Cached", "AnonPages")
+        block = os.urandom(MIB)
+        with open(p, "wb") as f:
+            for _ in range(size // MIB):
+                f.write(block)
+        with open(p, "rb") as f:
+            while f.read(MIB):
+                pass
+        grown = settle(lambda: meminfo("Cached", "AnonPages") - base, lambda g: g <= 1.15 * size)
+        assert grown <= 1.15 * size, f"Cached+AnonPages grew by {grown / MIB:.0f} MiB for {size // MIB} MiB stored"
+        os.unlink(p)
+        left = settle(lambda: meminfo("Cached", "AnonPages") - base, lambda g: g < 64 * MIB)
+        assert left < 64 * MIB, f"{left / MIB:.0f} MiB still held after rm"
+
+
+def test_enospc_through_passthrough_writes():
+    with memfs("size=32M,passthrough=on,passthrough_min=1m") as mnt:
+        keep = os.path.join(mnt, "keep")
+        make_file(keep, 4 * MIB, b"k")
+        make_file(os.path.join(mnt, "small"), 1000, b"s")
+        p = os.path.join(mnt, "fill")
+        make_file(p, 2 * MIB, b"f")
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND)  # passthrough
+        try:
+            before = io_bytes(mnt)
+            done, err = write_all(fd, b"x" * (64 * MIB))
+            assert err == errno.ENOSPC
+            assert io_bytes(mnt) == before, "the fill went through the daemon"
+        finally:
+            os.close(fd)
+        df = os.statvfs(mnt)
+        assert df.f_bfree == 0
+        assert os.stat(p).st_size == 2 * MIB + done
+        # No overshoot: memfs's own files and the memory files share size=.
+        used = (df.f_blocks - df.f_bfree) * df.f_bsize
+        assert used <= 32 * MIB
+        with open(keep, "rb") as f:
+            assert f.read() == b"k" * (4 * MIB)
+        with open(os.path.join(mnt, "small"), "rb") as f:
+            assert f.read() == b"s" * 1000
+        os.unlink(p)
+        free = settle(lambda: os.statvfs(mnt).f_bfree, lambda b: b * 4096 >= 26 * MIB)
+        assert free * 4096 >= 26 * MIB
+        make_file(os.path.join(mnt, "again"), 8 * MIB)
+
+
+def test_cached_and_passthrough_opens_of_one_file_never_fail_and_agree():
+    """The kernel refuses a passthrough open while a cached open of the same
+    inode exists: memfs must choose per inode, and a racing mix of opens
+    must never fail or see stale bytes."""
+    with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
+        p = os.path.join(mnt, "f")
+        fd_small = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)  # cached: the file is empty
+        os.write(fd_small, b"1" * (2 * MIB))  # grows past passthrough_min meanwhile
+        with open(p, "rb") as f:  # a cached open exists: this one is cached too
+            assert f.read() == b"1" * (2 * MIB)
+        os.pwrite(fd_small, b"2" * MIB, 0)
+        os.close(fd_small)
+        with open(p, "r+b") as f:  # now passthrough
+            assert f.read(MIB) == b"2" * MIB
+            f.seek(0)
+            f.write(b"3" * MIB)
+        drop_caches()
+        with open(p, "rb") as f:
+            assert f.read(MIB) == b"3" * MIB
+
+        errors = []
+        stop = threading.Event()
+
+        def opener(i):
+            rng = random.Random(i)
+            while not stop.is_set():
+                try:
+                    flags = rng.choice([os.O_RDONLY, os.O_RDWR, os.O_WRONLY | os.O_APPEND, os.O_RDONLY | os.O_DIRECT])
+                    fd = os.open(p, flags)
+                    try:
+                        if flags & os.O_DIRECT:
+                            buf = mmap.mmap(-1, PAGE)
+                            os.preadv(fd, [buf], 0)
+                        elif flags == os.O_RDWR:
+                            os.pwrite(fd, b"4" * PAGE, rng.randrange(0, MIB // PAGE) * PAGE)
+                        elif flags == os.O_RDONLY:
+                            os.pread(fd, PAGE, 0)
+                    finally:
+                        os.close(fd)
+                except OSError as e:
+                    errors.append(e)
+                    return
+
+        threads = [threading.Thread(target=opener, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(200):
+            with open(p, "rb") as f:
+                f.read(PAGE)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert not errors, errors[:3]
+
+
+def test_shared_writable_mmap_and_o_direct():
+    with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
+        p = os.path.join(mnt, "db")
+        make_file(p, 8 * MIB, b"\0")
+        with open(p, "r+b") as f:
+            m = mmap.mmap(f.fileno(), 8 * MIB)
+            m[4096:4096 + 5] = b"hello"
+            m.flush()
+            m.close()
+        fd = os.open(p, os.O_RDONLY | os.O_DIRECT)
+        try:
+            buf = mmap.mmap(-1, PAGE)
+            assert os.preadv(fd, [buf], PAGE) == PAGE
+            assert bytes(buf[:5]) == b"hello"
+        finally:
+            os.close(fd)
+        # seed 004's loop: lseek + write, lseek + read of 8 MB, O_DIRECT.
+        block = mmap.mmap(-1, 8 * MIB)
+        block.write(os.urandom(8 * MIB))
+        fd = os.open(p, os.O_RDWR | os.O_DIRECT)
+        try:
+            for _ in range(3):
+                os.lseek(fd, 0, os.SEEK_SET)
+                assert os.writev(fd, [block]) == 8 * MIB
+                back = mmap.mmap(-1, 8 * MIB)
+                os.lseek(fd, 0, os.SEEK_SET)
+                assert os.readv(fd, [back]) == 8 * MIB
+                assert back[:] == block[:]
+        finally:
+            os.close(fd)
+
+
+def test_random_io_matches_a_model():
+    """fsx-style: passthrough opens, shared mmaps, truncates, hole punches and
+    daemon-path requests (path truncate, fallocate) on the same files, with the
+    page cache dropped now and then; every read compared byte for byte."""
+    seed = int(os.environ.get("MEMFS_PT_SEED", "7"))
+    rng = random.Random(seed)
+    with memfs("size=512M,passthrough=on,passthrough_min=256k") as mnt:
+        names = [os.path.join(mnt, f"f{i}") for i in range(3)]
+        model = {n: bytearray() for n in names}
+        for n in names:
+            open(n, "wb").close()
+        for step in range(1500):
+            n = rng.choice(names)
+            m = model[n]
+            op = rng.randrange(8)
+            ctx = f"seed={seed} step={step} op={op} file={os.path.basename(n)} size={len(m)}"
+            if op <= 2:  # pwrite
+                off = rng.randrange(0, 3 * MIB)
+                data = bytes([rng.randrange(256)]) * rng.randrange(1, 300_000)
+                with open(n, "r+b") as f:
+                    f.seek(off)
+                    f.write(data)
+                if off > len(m):
+                    m.extend(b"\0" * (off - len(m)))
+                m[off:off + len(data)] = data
+            elif op == 3:  # truncate by path (a SETATTR to memfs)
+                size = rng.randrange(0, 3 * MIB)
+                os.truncate(n, size)
+                del m[size:]
+                m.extend(b"\0" * (size - len(m)))
+            elif op == 4 and len(m) > 0:  # punch a hole
+                off = rng.randrange(0, len(m))
+                ln = rng.randrange(1, len(m) - off + 1)
+                fd = os.open(n, os.O_RDWR)
+                try:
+                    punch_hole(fd, off, ln)
+                finally:
+                    os.close(fd)
+                m[off:off + ln] = b"\0" * ln
+            elif op == 5 and len(m) > 0:  # shared writable mmap
+                with open(n, "r+b") as f:
+                    mm = mmap.mmap(f.fileno(), len(m))
+                    off = rng.randrange(0, len(m))
+                    ln = min(rng.randrange(1, 100_000), len(m) - off)
+                    b = bytes([rng.randrange(256)]) * ln
+                    mm[off:off + ln] = b
+                    mm.close()
+                m[off:off + ln] = b
+            elif op == 6:
+                drop_caches()
+            # Check the whole file, and its size as stat says it.
+            assert os.stat(n).st_size == len(m), ctx
+            with open(n, "rb") as f:
+                got = f.read()
+            if got != bytes(m):
+                first = next(i for i in range(min(len(got), len(m))) if got[i] != m[i]) if len(got) == len(m) else -1
+                pytest.fail(f"{ctx}: contents differ (first at {first}, len {len(got)} vs {len(m)})")
+
+
+def test_on_is_refused_where_it_cannot_work_and_auto_falls_back():
+    # Unprivileged: no CAP_SYS_ADMIN to register backing files. fusermount3
+    # opens /dev/fuse as the user: Debian makes it 0666, some machines 0600
+    # (put back at the end).
+    mnt = tempfile.mkdtemp(prefix="memfs-pt-unpriv-")
+    os.chown(mnt, NOBODY_UID, NOBODY_GID)
+    base = ["setpriv", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_GID}", "--clear-groups", MEMFS_BIN]
+    dev_mode = os.stat("/dev/fuse").st_mode & 0o7777
+    os.chmod("/dev/fuse", 0o666)
+    try:
+        r = subprocess.run(base + ["-o", "passthrough=on", mnt], capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0
+        assert "CAP_SYS_ADMIN" in r.stderr, r.stderr
+        r = subprocess.run(base + ["-o", "passthrough=auto,size=64M", mnt], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        try:
+            # Without allow_other only the mounting user may enter the mount.
+            p = os.path.join(mnt, "big")
+            run_as(NOBODY_UID, NOBODY_GID, make_file, p, 3 * MIB, b"u")
+            drop_caches()
+            before = run_as(NOBODY_UID, NOBODY_GID, io_bytes, mnt)
+            assert run_as(NOBODY_UID, NOBODY_GID, read_file, p) == b"u" * (3 * MIB)
+            after = run_as(NOBODY_UID, NOBODY_GID, io_bytes, mnt)
+            assert after[0] > before[0], "an unprivileged mount reads through the daemon"
+        finally:
+            umount(mnt)
+    finally:
+        os.chmod("/dev/fuse", dev_mode)
+        shutil.rmtree(mnt, ignore_errors=True)
+    # With a RAM ceiling (the pager keeps its pages): refused, and auto works.
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        with memfs("size=64M,ram=16M,passthrough=on"):
+            pass
+    assert b"ram=" in e.value.stderr
+    with memfs("size=64M,ram=16M") as mnt:
+        make_file(os.path.join(mnt, "x"), 3 * MIB)
+        with open(os.path.join(mnt, "x"), "rb") as f:
+            assert f.read() == b"a" * (3 * MIB)
+
+
+def test_o_tmpfile_and_copy_file_range():
+    with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
+        fd = os.open(mnt, os.O_TMPFILE | os.O_RDWR, 0o600)
+        try:
+            os.write(fd, b"t" * (2 * MIB))  # grows past passthrough_min under its implicit open
+            link_fd(fd, os.path.join(mnt, "named"))
+            with open(os.path.join(mnt, "named"), "rb") as f:  # cached: the O_TMPFILE open is still there
+                assert f.read() == b"t" * (2 * MIB)
+        finally:
+            os.close(fd)
+        src = os.open(os.path.join(mnt, "named"), os.O_RDONLY)
+        dst = os.open(os.path.join(mnt, "copy"), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            left = 2 * MIB
+            while left:
+                n = os.copy_file_range(src, dst, left)
+                assert n > 0
+                left -= n
+        finally:
+            os.close(src)
+            os.close(dst)
+        with open(os.path.join(mnt, "copy"), "rb") as f:
+            assert f.read() == b"t" * (2 * MIB)
+
+
+def pt_stats(mnt):
+    with open(os.path.join(mnt, ".memfs", "stats", "passthrough")) as f:
+        return {k: int(v) for k, v in (line.rstrip("\n").split(": ") for line in f)}
+
+
+def test_statistics_say_what_passthrough_holds():
+    with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
+        s = pt_stats(mnt)
+        assert (s["passthrough"], s["memory_files"], s["passthrough_opens"]) == (1, 0, 0)
+        make_file(os.path.join(mnt, "a"), 3 * MIB)
+        make_file(os.path.join(mnt, "small"), 1000)
+        f1 = open(os.path.join(mnt, "a"), "rb")
+        f2 = open(os.path.join(mnt, "a"), "rb")
+        try:
+            s = pt_stats(mnt)
+            assert s["memory_files"] == 1
+            assert s["memory_file_bytes"] == 3 * MIB
+            assert (s["passthrough_files"], s["passthrough_opens"]) == (1, 2)
+        finally:
+            f1.close()
+            f2.close()
+        s = settle(lambda: pt_stats(mnt), lambda s: s["passthrough_opens"] == 0)
+        assert (s["passthrough_files"], s["passthrough_opens"]) == (0, 0)
+        assert s["passthrough_opens_total"] >= 2
+        out = subprocess.run([MEMFS_BIN, "stat", mnt], capture_output=True, text=True, check=True).stdout
+        assert "passthrough on: 1 files in memory files" in out, out
+        with open(os.path.join(mnt, ".memfs", "stats", "prometheus")) as f:
+            assert "memfs_passthrough_opens_total" in f.read()
+    with memfs("size=256M,passthrough=off") as mnt:
+        make_file(os.path.join(mnt, "a"), 3 * MIB)
+        s = pt_stats(mnt)
+        assert (s["passthrough"], s["memory_files"]) == (0, 0)
