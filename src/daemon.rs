@@ -155,7 +155,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         let s = p.stats();
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
     }
-    let kernel_files = kernel_files(opts, pager.is_some())?;
+    let kernel_files = kernel_files(opts)?;
     let wants_passthrough = kernel_files.is_some();
     let fs = Arc::new(Fs::new(FsConfig {
         max_pages: opts.max_pages(),
@@ -216,15 +216,13 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
 /// Where large files keep their bytes for passthrough (`passthrough=`,
 /// `passthrough_min=`), or `None` for today's path; an error when
 /// `passthrough=on` cannot work here.
-fn kernel_files(opts: &MountOptions, pager: bool) -> Result<Option<(KernelStore, u64)>, String> {
+fn kernel_files(opts: &MountOptions) -> Result<Option<(KernelStore, u64)>, String> {
     let required = match opts.passthrough {
         PassthroughMode::Off => return Ok(None),
         PassthroughMode::On => true,
         PassthroughMode::Auto => false,
     };
-    let why_not = if pager {
-        Some("it does not work with ram=/swappct= yet (a file the kernel holds open cannot be paged out)")
-    } else if !has_cap_sys_admin() {
+    let why_not = if !has_cap_sys_admin() {
         Some("it needs CAP_SYS_ADMIN (the kernel registers backing files only for it); mount as root")
     } else {
         None

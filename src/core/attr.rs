@@ -90,9 +90,7 @@ impl Fs {
     pub fn getattr(&self, ino: Ino) -> FsResult<Attr> {
         let inode = self.get(ino)?;
         if let Some(lock) = inode.file() {
-            if let Some(f) = lock.read().kernel() {
-                self.sync_kernel(&inode, f);
-            }
+            self.sync_kernel(&inode, &lock.read());
         }
         Ok(inode.attr())
     }
@@ -125,12 +123,15 @@ impl Fs {
                 if size > MAX_FILE_SIZE {
                     return Err(FsError::FileTooBig);
                 }
+                if data_lock(&inode).read().kernel().is_some() {
+                    self.kernel_prepare_truncate(&inode, size)?;
+                }
                 Some(data_lock(&inode).write())
             }
             None => None,
         };
-        if let Some(f) = data.as_ref().and_then(|d| d.kernel()) {
-            self.sync_kernel(&inode, f);
+        if let Some(d) = data.as_ref() {
+            self.sync_kernel(&inode, d);
         }
         let mut m = inode.meta();
         let mut unchanged_ctime = false;
@@ -142,8 +143,8 @@ impl Fs {
             // to 0 is taken as O_TRUNC, so `: > stamp` marks an empty stamp
             // file modified (docs/SEMANTICS.md).
             let times = size != m.size || m.pages > 0 || req.via_open_file || size == 0;
-            if let Some(f) = data.kernel() {
-                self.ktruncate(&mut m, f, size)?;
+            if data.kernel().is_some() {
+                self.ktruncate(&mut m, data, size)?;
             } else if size <= m.size {
                 let removed = data.truncate(size).map_err(|_| FsError::Io)?;
                 self.usage.uncharge_pages(removed);

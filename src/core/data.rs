@@ -171,6 +171,9 @@ fn page_of(off: u64) -> u64 {
 
 impl Drop for FileData {
     fn drop(&mut self) {
+        if let (Some(h), Some(f)) = (&self.home, &self.mem) {
+            h.pager.kernel_pages_changed(-(f.pages_seen() as i64));
+        }
         if let Some(h) = &self.home {
             match &self.pages {
                 Pages::Empty => {}
@@ -193,10 +196,35 @@ impl FileData {
         self.mem.as_deref()
     }
 
-    /// Whether the bytes can move to a kernel memory file: none paged out,
-    /// and no pager accounting them (pager mounts keep their pages).
+    /// Whether the bytes can move to a kernel memory file: none paged out.
     pub fn can_move_to_kernel(&self) -> bool {
-        self.mem.is_none() && self.home.is_none()
+        self.mem.is_none() && self.cold_from(0, 1).is_empty()
+    }
+
+    /// Pages of a memory-file file that are paged out (in the page map).
+    pub fn cold_count(&self) -> u64 {
+        if self.mem.is_some() {
+            self.page_count()
+        } else {
+            0
+        }
+    }
+
+    /// The pager this file's pages are accounted to, if any.
+    pub fn pager(&self) -> Option<&Pager> {
+        self.home.as_deref().map(|h| &*h.pager)
+    }
+
+    /// A memory-file file's page `idx` was paged out as `slot`.
+    pub fn put_cold(&mut self, idx: u64, slot: Slot) {
+        debug_assert!(self.mem.is_some() && self.get(idx).is_none());
+        self.insert(idx, slot);
+    }
+
+    /// Forget the paged-out pages of a memory-file file in `[from, to)`
+    /// (loaded back into the memory file, or cut off); how many there were.
+    pub fn drop_cold(&mut self, from: u64, to: u64) -> u64 {
+        self.remove_range(from, to)
     }
 
     /// Move the bytes of this file (`size` bytes long) into `f`, which then
@@ -220,9 +248,16 @@ impl FileData {
                 Slot::Zip(_) | Slot::Disk(_) => return Err(std::io::ErrorKind::Unsupported.into()),
             }
         }
-        f.set_len(size)?;
-        let pages = f.absorb()?.pages;
+        // Only ever grows it: the bytes copied end at `size`, and a
+        // truncate to the same size would free pages fallocated past EOF.
+        if f.stat()?.size < size {
+            f.set_len(size)?;
+        }
+        let pages = f.absorb()?.1.pages;
         self.remove_from(0);
+        if let Some(p) = self.pager() {
+            p.kernel_pages_changed(pages as i64);
+        }
         self.mem = Some(Box::new(f));
         Ok(pages)
     }
@@ -762,7 +797,15 @@ impl FileData {
     /// Pages per tier: (resident, compressed, on the backing store).
     pub fn tiers(&self) -> (u64, u64, u64) {
         if let Some(f) = &self.mem {
-            return (f.stat().map_or(0, |s| s.pages), 0, 0);
+            let (mut zip, mut disk) = (0, 0);
+            for (_, p) in self.slots_from(0) {
+                match p {
+                    Slot::Zip(_) => zip += 1,
+                    Slot::Disk(_) => disk += 1,
+                    _ => {}
+                }
+            }
+            return (f.stat().map_or(0, |s| s.pages), zip, disk);
         }
         let mut t = (0, 0, 0);
         let mut count = |p: &Page| match p {

@@ -29,33 +29,56 @@ use super::types::{Caller, Ino, Timespec, PAGE_SIZE};
 use super::{Fs, FsError, FsResult};
 use crate::sync::Ordering;
 
+/// Bytes a write to a memory file does at a time (room is made for each).
+const CHUNK: usize = 32 * PAGE_SIZE as usize;
+
+/// Rounds in a row a writer at the ceiling waits for reclaim that reports
+/// busy victims before it gives up (as rw.rs's writers).
+const MAX_STALLED_ROUNDS: u32 = 1000;
+
 /// Pages spanned by `[off, off+len)` (len > 0).
 fn pages_spanned(off: u64, len: u64) -> u64 {
     (off + len - 1) / PAGE_SIZE - off / PAGE_SIZE + 1
 }
 
 impl Fs {
-    /// Bring `m`'s size and page charge to what the kernel file says (`st`);
-    /// returns the change in pages.
-    fn settle_pages(&self, m: &mut Meta, st: &KernelStat) -> i64 {
-        let delta = st.pages as i64 - m.pages as i64;
+    /// Bring `m`'s size and page charge to what the kernel file says (`new`)
+    /// plus `data`'s paged-out pages, and the pager's count of memory-file
+    /// pages by what changed since `old`.
+    fn settle(&self, m: &mut Meta, data: &FileData, old: &KernelStat, new: &KernelStat) {
+        self.charge_to(m, new.pages + data.cold_count());
+        m.size = new.size;
+        if let Some(p) = data.pager() {
+            p.kernel_pages_changed(new.pages as i64 - old.pages as i64);
+        }
+    }
+
+    /// Charge or give back what brings `m.pages` to `total`.
+    fn charge_to(&self, m: &mut Meta, total: u64) {
+        let delta = total as i64 - m.pages as i64;
         if delta > 0 {
             self.usage.charge_existing(delta as u64);
         } else {
             self.usage.uncharge_pages(delta.unsigned_abs());
         }
         self.usage.account_uid(m.uid, delta, 0);
-        m.pages = st.pages;
-        m.size = st.size;
-        delta
+        m.pages = total;
     }
 
-    /// Take in what others (passthrough opens) did to `f` since memfs last
-    /// looked: size, pages, and the times their I/O set.
-    pub(super) fn sync_kernel(&self, inode: &Inode, f: &MemFile) {
+    /// After memfs itself changed `data`'s memory file: take the result as known.
+    pub(super) fn absorb(&self, m: &mut Meta, data: &FileData) {
+        if let Some(Ok((old, new))) = data.kernel().map(MemFile::absorb) {
+            self.settle(m, data, &old, &new);
+        }
+    }
+
+    /// Take in what others (passthrough opens) did to `data`'s memory file
+    /// since memfs last looked: size, pages, and the times their I/O set.
+    pub(super) fn sync_kernel(&self, inode: &Inode, data: &FileData) {
+        let Some(f) = data.kernel() else { return };
         let Ok(Some((old, new))) = f.changes() else { return };
         let mut m = inode.meta();
-        self.settle_pages(&mut m, &new);
+        self.settle(&mut m, data, &old, &new);
         if new.mtime != old.mtime {
             // A write: the kernel set the memory file's mtime and ctime.
             m.mtime = new.mtime;
@@ -70,44 +93,49 @@ impl Fs {
     pub fn sync_kernel_file(&self, ino: Ino) {
         let Ok(inode) = self.get(ino) else { return };
         let Some(lock) = inode.file() else { return };
-        let data = lock.read();
-        if let Some(f) = data.kernel() {
-            self.sync_kernel(&inode, f);
-        }
+        self.sync_kernel(&inode, &lock.read());
     }
 
     /// Take in foreign changes of every file held in a kernel file (statfs:
     /// so `df` counts what passthrough writers added).
     pub(super) fn sync_all_kernel_files(&self) {
-        let inos: Vec<Ino> = self.kernel_inos.lock().iter().copied().collect();
-        for ino in inos {
-            if self.get(ino).is_err() {
-                self.kernel_inos.lock().remove(&ino);
-                continue;
-            }
+        for ino in self.kernel_file_inos() {
             self.sync_kernel_file(ino);
         }
         self.rebalance_kernel_limit();
     }
 
+    /// Inodes whose bytes are in memory files (forgetting those gone).
+    pub(super) fn kernel_file_inos(&self) -> Vec<Ino> {
+        let mut set = self.kernel_inos.lock();
+        set.retain(|&ino| self.inodes.contains_key(&ino));
+        set.iter().copied().collect()
+    }
+
     /// Move `inode`'s bytes into a kernel memory file if it has grown to
     /// `passthrough_min=` and can move; whether it is in one now.
     pub(super) fn move_to_kernel(&self, inode: &Inode, data: &mut FileData) -> bool {
+        self.move_to_kernel_growing(inode, data, 0)
+    }
+
+    /// As [`Fs::move_to_kernel`], for a file about to grow to `will_be`
+    /// bytes (a write moves the file before it writes, so that its bytes
+    /// never pass through the heap).
+    pub(super) fn move_to_kernel_growing(&self, inode: &Inode, data: &mut FileData, will_be: u64) -> bool {
         if data.kernel().is_some() {
             return true;
         }
         let Some(store) = &self.kernel_store else { return false };
         let size = inode.meta().size;
-        if size < self.passthrough_min.load(Ordering::Relaxed) || !data.can_move_to_kernel() || self.no_data() {
+        let min = self.passthrough_min.load(Ordering::Relaxed);
+        if size.max(will_be) < min || !data.can_move_to_kernel() || self.no_data() {
             return false;
         }
         // The memory files' limit makes room for this file's pages first.
         self.rebalance_kernel_limit_moving(inode.meta().pages);
-        let moved = store.create().and_then(|f| data.move_to_kernel(f, size));
-        match moved {
+        match store.create().and_then(|f| data.move_to_kernel(f, size)) {
             Ok(pages) => {
-                let st = KernelStat { size, pages, atime: Timespec::default(), mtime: Timespec::default() };
-                self.settle_pages(&mut inode.meta(), &st);
+                self.charge_to(&mut inode.meta(), pages);
                 self.kernel_inos.lock().insert(inode.ino);
                 true
             }
@@ -145,9 +173,8 @@ impl Fs {
     /// Give the kernel's own limit on memory files what `size=` leaves after
     /// the heap's pages, so passthrough writers get ENOSPC where memfs's
     /// writers do. Between two calls they can pass `size=` by at most what
-    /// heap files grew meanwhile (docs/TUNABLES.md). Called at each
-    /// passthrough open and release, statfs and `size=` changes. `moving`:
-    /// pages of a heap file about to move into a memory file. False when
+    /// heap files grew meanwhile (docs/PASSTHROUGH.md). Called at each
+    /// passthrough open and release, statfs and `size=` changes. False when
     /// the limit cannot be exact: no room is left and no memory file holds
     /// anything (a tmpfs cannot be limited to 0 pages; its size=0 means
     /// unlimited): such a file must not be opened with passthrough now.
@@ -163,14 +190,17 @@ impl Fs {
         self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs") && self.rebalance_kernel_limit()
     }
 
+    /// As [`Fs::rebalance_kernel_limit`], with `moving` pages of a heap
+    /// file about to move into a memory file counted as theirs.
     fn rebalance_kernel_limit_moving(&self, moving: u64) -> bool {
         let Some(store) = &self.kernel_store else { return true };
         let u = self.usage.snapshot();
         let (pages, exact) = if u.max_pages == 0 {
             (0, true)
         } else {
-            let (_, kernel) = self.kernel_file_usage();
-            let kernel = kernel + moving;
+            // Paged-out pages of memory files count as theirs: they come
+            // back into the memory file when loaded.
+            let kernel = self.kernel_file_usage().1 + moving;
             let heap = u.used_pages.saturating_sub(kernel);
             let pages = u.max_pages.saturating_sub(heap).max(kernel);
             (pages.max(1), pages > 0)
@@ -186,7 +216,8 @@ impl Fs {
         self.file(ino).is_ok_and(|i| data_lock(&i).read().kernel().is_some())
     }
 
-    /// (files, pages) held in kernel memory files, as last taken in.
+    /// (files, pages) held in kernel memory files (paged-out ones included),
+    /// as last taken in.
     pub fn kernel_file_usage(&self) -> (u64, u64) {
         let inos: Vec<Ino> = self.kernel_inos.lock().iter().copied().collect();
         let pages = inos.iter().filter_map(|&i| self.get(i).ok()).map(|i| i.meta().pages).sum();
@@ -198,64 +229,180 @@ impl Fs {
         self.kernel_store.as_ref().map(|s| s.kind())
     }
 
-    /// read(2) of a kernel-file file.
-    pub(super) fn kread(&self, inode: &Inode, f: &MemFile, off: u64, size: u32) -> FsResult<Vec<u8>> {
-        self.sync_kernel(inode, f);
+    /// read(2) of a memory-file file.
+    pub(super) fn kread(&self, inode: &Inode, off: u64, size: u32) -> FsResult<Vec<u8>> {
+        let lock = data_lock(inode);
+        let n = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size));
+        self.sync_kernel(inode, &lock.read());
+        let len = n(&inode.meta());
+        if len > 0 {
+            self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE))?;
+        }
+        let mut data = lock.read();
+        let len = n(&inode.meta());
+        let range = (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
+        if !data.cold_between(range.0, range.1).is_empty() {
+            // Reclaim took some back meanwhile: load them under the lock.
+            drop(data);
+            let mut w = lock.write();
+            self.kernel_resident_locked(inode, &mut w, range.0, range.1)?;
+            data = crate::sync::RwLockWriteGuard::downgrade(w);
+        }
+        let f = data.kernel().ok_or(FsError::Io)?;
+        f.touch();
         let mut m = inode.meta();
-        let n = m.size.saturating_sub(off).min(u64::from(size)) as usize;
+        let len = n(&m) as usize;
         self.read_accessed(&mut m);
         drop(m);
-        f.read(off, n).map_err(|_| FsError::Io)
+        let bytes = f.read(off, len).map_err(|_| FsError::Io);
+        drop(data);
+        self.settle_ceiling(); // page-ins may pass the ceiling by a request's pages
+        bytes
     }
 
-    /// write(2) of a kernel-file file: as [`Fs::write`], short or ENOSPC at `size=`.
-    pub(super) fn kwrite(&self, inode: &Inode, f: &MemFile, off: u64, buf: &[u8], caller: &Caller) -> FsResult<usize> {
-        self.sync_kernel(inode, f);
-        let (written, err, granted) = if buf.is_empty() {
-            (0, None, 0)
-        } else if self.no_data() {
-            // Bytes discarded, size kept (tunable no_data).
-            let end = off + buf.len() as u64;
-            let grow = f.stat().is_ok_and(|st| st.size < end);
-            (buf.len(), if grow { f.set_len(end).err() } else { None }, 0)
-        } else if self.kernel_enforces_limit() {
-            let (w, e) = f.write(off, buf);
-            (w, e, 0)
-        } else {
-            let want = pages_spanned(off, buf.len() as u64);
-            let granted = self.usage.charge_up_to(want);
-            let len = if granted == want {
-                buf.len()
-            } else {
-                // Only as far as the granted pages reach (as if each were new).
-                ((off / PAGE_SIZE + granted) * PAGE_SIZE).saturating_sub(off).min(buf.len() as u64) as usize
-            };
-            let (w, e) = if len > 0 { f.write(off, &buf[..len]) } else { (0, None) };
-            (w, e, granted)
-        };
-        let st = f.absorb();
-        let mut m = inode.meta();
-        // The granted charge is replaced by the pages the write really added.
-        self.usage.uncharge_pages(granted);
-        if let Ok(st) = &st {
-            self.settle_pages(&mut m, st);
+    /// write(2) of a memory-file file: as [`Fs::write`], short or ENOSPC at
+    /// `size=`, and under `ram=` at the ceiling when nothing can leave RAM.
+    /// Written in chunks of [`CHUNK`] bytes, each with its room made first.
+    pub(super) fn kwrite(&self, inode: &Inode, off: u64, buf: &[u8], caller: &Caller) -> FsResult<usize> {
+        let lock = data_lock(inode);
+        self.sync_kernel(inode, &lock.read());
+        let mut done = 0;
+        let mut failure = None;
+        let mut stalled = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let mut len = (buf.len() - done).min(CHUNK);
+            let first = pos / PAGE_SIZE;
+            if let Err(e) = self.kernel_page_in(inode, first, (pos + len as u64).div_ceil(PAGE_SIZE)) {
+                failure = Some(e);
+                break;
+            }
+            let fit = self.ram_room_for(&lock.read(), pos, len); // the lock is dropped here
+            if let Some(fit) = fit {
+                if fit == 0 {
+                    // At the ceiling: page others out, or stop (short write, or ENOSPC).
+                    let could = self.make_room(len as u64);
+                    stalled += 1;
+                    if could && stalled <= MAX_STALLED_ROUNDS {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    failure = Some(FsError::NoSpace);
+                    break;
+                }
+                len = len.min(fit);
+            }
+            stalled = 0;
+            let mut data = lock.write();
+            let end = (pos + len as u64).div_ceil(PAGE_SIZE);
+            if let Err(e) = self.kernel_resident_locked(inode, &mut data, first, end) {
+                failure = Some(e);
+                break;
+            }
+            let (w, err) = self.kwrite_chunk(inode, &data, pos, &buf[done..done + len]);
+            done += w;
+            if let Some(e) = err {
+                failure = Some(e);
+                break;
+            }
         }
         if !buf.is_empty() {
+            // As tmpfs: even a write that fails with ENOSPC sets the times.
+            let mut m = inode.meta();
             m.touch_modified(Timespec::now());
             m.kill_privs(caller);
         }
-        drop(m);
-        match (written, err) {
-            (0, Some(e)) if e.raw_os_error() != Some(libc::ENOSPC) => Err(FsError::Io),
-            (0, _) if !buf.is_empty() => Err(FsError::NoSpace),
+        self.settle_ceiling();
+        match (done, failure) {
+            (0, Some(e)) if !buf.is_empty() => Err(e),
             (w, _) => Ok(w),
         }
     }
 
-    /// fallocate(2) of a kernel-file file.
-    pub(super) fn kfallocate(&self, inode: &Inode, f: &MemFile, off: u64, len: u64, mode: FallocMode) -> FsResult<()> {
-        self.sync_kernel(inode, f);
+    /// Under `ram=`: how many bytes of the write of `len` at `pos` fit under
+    /// the ceiling now (pages the memory file already has cost nothing),
+    /// or `None` when all of it does or there is no ceiling.
+    fn ram_room_for(&self, data: &FileData, pos: u64, len: usize) -> Option<usize> {
+        let p = self.pager.as_deref().filter(|p| p.limit() > 0)?;
+        let f = data.kernel()?;
+        let (first, end) = (pos / PAGE_SIZE, (pos + len as u64).div_ceil(PAGE_SIZE));
+        let new = (end - first) - f.data_pages(first, end);
+        if p.admits(new * PAGE_SIZE) {
+            return None;
+        }
+        // The new pages that fit, counted from the start of the write.
+        let mut room = p.limit().saturating_sub(p.ram_bytes()) / PAGE_SIZE;
+        let mut idx = first;
+        while idx < end {
+            if !f.has_data(idx) {
+                if room == 0 {
+                    break;
+                }
+                room -= 1;
+            }
+            idx += 1;
+        }
+        Some(((idx * PAGE_SIZE).saturating_sub(pos) as usize).min(len))
+    }
+
+    /// Write one chunk under the data lock: bytes written, and the error
+    /// that stopped it early.
+    fn kwrite_chunk(&self, inode: &Inode, data: &FileData, pos: u64, chunk: &[u8]) -> (usize, Option<FsError>) {
+        let Some(f) = data.kernel() else { return (0, Some(FsError::Io)) };
+        f.touch();
+        let (written, err, granted) = if self.no_data() {
+            // Bytes discarded, size kept (tunable no_data).
+            let end = pos + chunk.len() as u64;
+            let grow = f.stat().is_ok_and(|st| st.size < end);
+            (chunk.len(), if grow { f.set_len(end).err() } else { None }, 0)
+        } else if self.kernel_enforces_limit() {
+            let (w, e) = f.write(pos, chunk);
+            (w, e, 0)
+        } else {
+            let want = pages_spanned(pos, chunk.len() as u64);
+            let granted = self.usage.charge_up_to(want);
+            let len = if granted == want {
+                chunk.len()
+            } else {
+                // Only as far as the granted pages reach (as if each were new).
+                ((pos / PAGE_SIZE + granted) * PAGE_SIZE).saturating_sub(pos).min(chunk.len() as u64) as usize
+            };
+            let (w, e) = if len > 0 { f.write(pos, &chunk[..len]) } else { (0, None) };
+            let short = (w < chunk.len() && e.is_none()).then(|| std::io::Error::from_raw_os_error(libc::ENOSPC));
+            (w, e.or(short), granted)
+        };
+        // The granted charge is replaced by the pages the write really added.
+        self.usage.uncharge_pages(granted);
+        self.absorb(&mut inode.meta(), data);
+        let err = err.map(|e| match e.raw_os_error() {
+            Some(libc::ENOSPC) => FsError::NoSpace,
+            _ => FsError::Io,
+        });
+        (written, err)
+    }
+
+    /// fallocate(2) of a memory-file file.
+    pub(super) fn kfallocate(&self, inode: &Inode, off: u64, len: u64, mode: FallocMode) -> FsResult<()> {
+        let lock = data_lock(inode);
+        self.sync_kernel(inode, &lock.read());
         let end = off + len;
+        let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        if mode.punch_hole {
+            // Only the edge pages keep bytes; paged-out pages inside go.
+            self.kernel_page_in(inode, first, first + 1)?;
+            self.kernel_page_in(inode, last.saturating_sub(1), last)?;
+        } else {
+            self.kernel_page_in(inode, first, last)?;
+        }
+        let mut data = lock.write();
+        if mode.punch_hole {
+            data.drop_cold(off.div_ceil(PAGE_SIZE), end / PAGE_SIZE);
+            self.kernel_resident_locked(inode, &mut data, first, first + 1)?;
+            self.kernel_resident_locked(inode, &mut data, last.saturating_sub(1), last)?;
+        } else {
+            self.kernel_resident_locked(inode, &mut data, first, last)?;
+        }
+        let f = data.kernel().ok_or(FsError::Io)?;
         let result = if mode.punch_hole {
             f.punch_hole(off, len).map_err(|_| FsError::Io)
         } else {
@@ -279,37 +426,78 @@ impl Fs {
                 _ => FsError::Io,
             })
         };
-        let st = f.absorb();
         let mut m = inode.meta();
-        if let Ok(st) = &st {
-            self.settle_pages(&mut m, st);
-        }
+        self.absorb(&mut m, &data);
         if result.is_ok() {
             m.touch_modified(Timespec::now());
         }
         result
     }
 
-    /// truncate/ftruncate of a kernel-file file, under the caller's data
-    /// and metadata locks; the caller sets the times.
-    pub(super) fn ktruncate(&self, m: &mut Meta, f: &MemFile, size: u64) -> FsResult<()> {
-        let r = f.set_len(size).map_err(|_| FsError::Io);
-        if let Ok(st) = f.absorb() {
-            self.settle_pages(m, &st);
+    /// Before a truncate of `inode` to `size`: load back the page it cuts
+    /// in part, if paged out (no lock held).
+    pub(super) fn kernel_prepare_truncate(&self, inode: &Inode, size: u64) -> FsResult<()> {
+        if size % PAGE_SIZE != 0 {
+            self.kernel_page_in(inode, size / PAGE_SIZE, size / PAGE_SIZE + 1)?;
         }
+        Ok(())
+    }
+
+    /// truncate/ftruncate of a memory-file file, under the caller's data
+    /// and metadata locks; the caller sets the times.
+    pub(super) fn ktruncate(&self, m: &mut Meta, data: &mut FileData, size: u64) -> FsResult<()> {
+        data.drop_cold(size.div_ceil(PAGE_SIZE), u64::MAX);
+        if size % PAGE_SIZE != 0 && !data.cold_between(size / PAGE_SIZE, size / PAGE_SIZE + 1).is_empty() {
+            // The page cut in part went out again after kernel_prepare_truncate:
+            // load it here (its tail must read as zeros if the file regrows).
+            let idx = size / PAGE_SIZE;
+            let (_, c) = data.cold_between(idx, idx + 1).remove(0);
+            let p = self.pager.as_deref().ok_or(FsError::Io)?;
+            let bytes = p.load(&c).map_err(|_| FsError::Io)?;
+            let n = (bytes.len() as u64).min(size - idx * PAGE_SIZE) as usize;
+            let f = data.kernel().ok_or(FsError::Io)?;
+            if n > 0 && f.write(idx * PAGE_SIZE, &bytes[..n]).1.is_some() {
+                return Err(FsError::Io);
+            }
+            data.drop_cold(idx, idx + 1);
+        }
+        let r = data.kernel().ok_or(FsError::Io)?.set_len(size).map_err(|_| FsError::Io);
+        self.absorb(m, data);
         r
     }
 
-    /// SEEK_DATA / SEEK_HOLE of a kernel-file file.
-    pub(super) fn kseek(&self, inode: &Inode, f: &MemFile, off: u64, whence: Whence) -> FsResult<u64> {
-        self.sync_kernel(inode, f);
-        if off >= inode.meta().size {
+    /// SEEK_DATA / SEEK_HOLE of a memory-file file: the memory file's
+    /// answer, with paged-out pages counted as data.
+    pub(super) fn kseek(&self, inode: &Inode, off: u64, whence: Whence) -> FsResult<u64> {
+        let data = data_lock(inode).read();
+        self.sync_kernel(inode, &data);
+        let size = inode.meta().size;
+        if off >= size {
             return Err(FsError::NoDataAtOffset);
         }
-        match f.seek(off, whence == Whence::Data) {
-            Ok(Some(at)) => Ok(at),
-            Ok(None) => Err(FsError::NoDataAtOffset),
-            Err(_) => Err(FsError::Io),
+        let f = data.kernel().ok_or(FsError::Io)?;
+        let seek = |at: u64, want_data: bool| f.seek(at, want_data).map_err(|_| FsError::Io);
+        let cold_at = |idx: u64| !data.cold_between(idx, idx + 1).is_empty();
+        match whence {
+            Whence::Data => {
+                let kernel = seek(off, true)?;
+                let cold = data.cold_from(off / PAGE_SIZE, 1).first().map(|(idx, _)| (idx * PAGE_SIZE).max(off));
+                match (kernel, cold) {
+                    (Some(a), Some(b)) => Ok(a.min(b)),
+                    (Some(a), None) | (None, Some(a)) if a < size => Ok(a),
+                    _ => Err(FsError::NoDataAtOffset),
+                }
+            }
+            Whence::Hole => {
+                let mut at = off;
+                loop {
+                    let hole = seek(at, false)?.unwrap_or(size);
+                    if hole >= size || !cold_at(hole / PAGE_SIZE) {
+                        return Ok(hole.min(size));
+                    }
+                    at = (hole / PAGE_SIZE + 1) * PAGE_SIZE; // a paged-out page: data
+                }
+            }
         }
     }
 }

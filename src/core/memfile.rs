@@ -27,7 +27,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use super::types::{Timespec, PAGE_SIZE};
-use crate::sync::{Arc, Mutex};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
+use std::sync::atomic::AtomicU32;
 
 /// Where a mount's kernel memory files are made.
 #[derive(Clone, Debug)]
@@ -53,6 +54,22 @@ pub struct MemFile {
     /// What memfs last knew of the file (after its own operations): a later
     /// `fstat` that differs saw someone else's (passthrough) I/O.
     seen: Mutex<Option<KernelStat>>,
+    /// Passthrough opens: while any exists the kernel may touch any page,
+    /// so none may be paged out (core/reclaim.rs).
+    pins: AtomicU32,
+    /// When memfs last used the file (a tick of [`tick`]): the pager pages
+    /// out the memory file used longest ago first.
+    last_use: AtomicU64,
+    /// Opens since the file was last paged out whole (counted to 2): a
+    /// file opened once is on probation and goes before those opened again
+    /// (a one-pass scan must not push out files in use; core/kpager.rs).
+    opens: AtomicU32,
+}
+
+/// A clock for [`MemFile::touch`]: only the order of ticks matters.
+fn tick() -> u64 {
+    static CLOCK: AtomicU64 = AtomicU64::new(1);
+    CLOCK.fetch_add(1, Ordering::Relaxed)
 }
 
 fn cvt(r: libc::c_long) -> io::Result<libc::c_long> {
@@ -172,7 +189,13 @@ impl KernelStore {
         };
         // SAFETY: `fd` was just returned to us and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-        let f = MemFile { fd, seen: Mutex::new(None) };
+        let f = MemFile {
+            fd,
+            seen: Mutex::new(None),
+            pins: AtomicU32::new(0),
+            last_use: AtomicU64::new(tick()),
+            opens: AtomicU32::new(0),
+        };
         f.absorb()?;
         Ok(f)
     }
@@ -182,6 +205,52 @@ impl MemFile {
     /// The kernel file, for registering it as a passthrough backing file.
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+
+    /// Pages as memfs last knew them (0 before the first look).
+    pub fn pages_seen(&self) -> u64 {
+        self.seen.lock().map_or(0, |s| s.pages)
+    }
+
+    /// memfs used the file now.
+    pub fn touch(&self) {
+        self.last_use.store(tick(), Ordering::Relaxed);
+    }
+
+    /// The tick of the last use: smaller is longer ago.
+    pub fn last_use(&self) -> u64 {
+        self.last_use.load(Ordering::Relaxed)
+    }
+
+    /// The file was opened.
+    pub fn opened(&self) {
+        let _ = self.opens.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < 2).then_some(n + 1));
+        self.touch();
+    }
+
+    /// Whether it was opened again since it was last paged out whole.
+    pub fn in_use(&self) -> bool {
+        self.opens.load(Ordering::Relaxed) >= 2
+    }
+
+    /// All its pages left RAM: it starts on probation again.
+    pub fn paged_out(&self) {
+        self.opens.store(0, Ordering::Relaxed);
+    }
+
+    /// A passthrough open begins (true) or ends (false).
+    pub fn pin(&self, on: bool) {
+        if on {
+            self.pins.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let _ = self.pins.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| p.checked_sub(1));
+        }
+        self.touch();
+    }
+
+    /// Whether a passthrough open holds the file (its pages stay in RAM).
+    pub fn pinned(&self) -> bool {
+        self.pins.load(Ordering::Relaxed) > 0
     }
 
     /// `fstat`.
@@ -200,11 +269,12 @@ impl MemFile {
         })
     }
 
-    /// Take the file as it is now as memfs's own view (after memfs changed it).
-    pub fn absorb(&self) -> io::Result<KernelStat> {
+    /// Take the file as it is now as memfs's own view (after memfs changed
+    /// it); the view before (pages 0 if none yet) and now.
+    pub fn absorb(&self) -> io::Result<(KernelStat, KernelStat)> {
         let st = self.stat()?;
-        *self.seen.lock() = Some(st);
-        Ok(st)
+        let old = self.seen.lock().replace(st).unwrap_or(KernelStat { pages: 0, ..st });
+        Ok((old, st))
     }
 
     /// What changed since memfs last looked: (old view, new view), or None.
@@ -291,6 +361,26 @@ impl MemFile {
     /// Allocate `[off, off+len)` without changing the size (unwritten pages).
     pub fn allocate(&self, off: u64, len: u64) -> io::Result<()> {
         self.fallocate(libc::FALLOC_FL_KEEP_SIZE, off, len)
+    }
+
+    /// Whether page `idx` holds written data (not a hole).
+    pub fn has_data(&self, idx: u64) -> bool {
+        self.seek(idx * PAGE_SIZE, true).ok().flatten().is_some_and(|at| at < (idx + 1) * PAGE_SIZE)
+    }
+
+    /// Pages with written data among pages `[from, to)`.
+    pub fn data_pages(&self, from: u64, to: u64) -> u64 {
+        let (mut n, mut at) = (0, from * PAGE_SIZE);
+        while at < to * PAGE_SIZE {
+            let Ok(Some(start)) = self.seek(at, true) else { break };
+            if start >= to * PAGE_SIZE {
+                break;
+            }
+            let end = self.seek(start, false).ok().flatten().unwrap_or(to * PAGE_SIZE).min(to * PAGE_SIZE);
+            n += end.div_ceil(PAGE_SIZE) - start / PAGE_SIZE;
+            at = end.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        }
+        n
     }
 
     /// SEEK_DATA (`data`) or SEEK_HOLE from `off`; None at or past the end.

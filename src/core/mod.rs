@@ -31,6 +31,7 @@ mod error;
 pub mod fileattr;
 pub mod inode;
 mod kfile;
+mod kpager;
 pub mod memfile;
 mod namei;
 pub mod pager;

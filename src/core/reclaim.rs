@@ -47,6 +47,13 @@ impl Fs {
         let mut moved = false;
         let mut busy = false;
         while !p.admits(need) && budget > 0 {
+            // Memory files on probation first (core/kpager.rs).
+            let (n, was_busy) = self.evict_memory_file_pages(p, BATCH, true);
+            busy |= was_busy;
+            if n > 0 {
+                moved = true;
+                continue;
+            }
             if p.zip_over_share() && self.write_back(p) > 0 {
                 moved = true;
                 continue;
@@ -64,6 +71,12 @@ impl Fs {
                 }
             }
             if victims.is_empty() {
+                let (n, was_busy) = self.evict_memory_file_pages(p, BATCH, false);
+                busy |= was_busy;
+                if n > 0 {
+                    moved = true;
+                    continue;
+                }
                 if self.write_back(p) == 0 {
                     break;
                 }
@@ -128,19 +141,8 @@ impl Fs {
     /// swap each in under its file's lock if it is unchanged. No lock is
     /// held while compressing or writing.
     fn evict(&self, p: &Pager, victims: Vec<(PageId, Queue, Box<[u8]>)>) -> Vec<(PageId, Queue, Verdict)> {
-        let codec = p.codec();
-        let mut new: Vec<Option<Slot>> =
-            victims.iter().map(|(_, _, copy)| codec.compress(copy).map(|z| Slot::Zip(Arc::from(z)))).collect();
-        if let Some(b) = p.backing() {
-            let raw: Vec<usize> = (0..victims.len()).filter(|&i| new[i].is_none()).collect();
-            let pages: Vec<(&[u8], bool)> = raw.iter().map(|&i| (&victims[i].2[..], true)).collect();
-            for (&i, stored) in raw.iter().zip(b.store_many(&pages)) {
-                match stored {
-                    Ok(r) => new[i] = Some(Slot::Disk(r)),
-                    Err(e) => p.store_failed(&e),
-                }
-            }
-        }
+        let copies: Vec<&[u8]> = victims.iter().map(|(_, _, c)| &c[..]).collect();
+        let new = cold_slots(p, &copies);
         victims
             .into_iter()
             .zip(new)
@@ -268,6 +270,9 @@ impl Fs {
     pub fn evict_file(&self, ino: Ino, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
         let p = self.pager.as_deref().ok_or(FsError::NotSupported)?;
         let inode = self.file(ino)?;
+        if content(&inode).read().kernel().is_some() {
+            return self.evict_memory_file(p, &inode, from, max);
+        }
         let resident = content(&inode).read().resident_from(from, max + 1);
         let next = resident.get(max).copied();
         let mut moved = 0;
@@ -298,6 +303,11 @@ impl Fs {
         self.pager.as_deref().ok_or(FsError::NotSupported)?;
         let inode = self.file(ino)?;
         let lock = content(&inode);
+        if lock.read().kernel().is_some() {
+            let before = lock.read().cold_count();
+            self.kernel_page_in(&inode, 0, u64::MAX)?;
+            return Ok((before - lock.read().cold_count(), None));
+        }
         let (mut loaded, mut done, mut from) = (0, 0, from);
         while done < max {
             let cold = lock.read().cold_from(from, BATCH.min(max - done));
@@ -339,6 +349,30 @@ impl Fs {
         let zipped: Vec<_> = zipped.into_iter().filter(|id| keep(id, true)).collect();
         p.return_queues(resident, zipped);
     }
+}
+
+/// The slots pages leaving RAM go to: compressed where they compress, else
+/// (with a backing store) stored, all those in one batch of writes; `None`
+/// for a page that can go nowhere. No lock is held meanwhile.
+pub(super) fn cold_slots(p: &Pager, pages: &[&[u8]]) -> Vec<Option<Slot>> {
+    let codec = p.codec();
+    let mut new: Vec<Option<Slot>> = pages.iter().map(|c| codec.compress(c).map(|z| Slot::Zip(Arc::from(z)))).collect();
+    if let Some(b) = p.backing() {
+        let raw: Vec<usize> = (0..pages.len()).filter(|&i| new[i].is_none()).collect();
+        let stored: Vec<(&[u8], bool)> = raw.iter().map(|&i| (pages[i], true)).collect();
+        for (&i, r) in raw.iter().zip(b.store_many(&stored)) {
+            match r {
+                Ok(r) => new[i] = Some(Slot::Disk(r)),
+                Err(e) => p.store_failed(&e),
+            }
+        }
+    }
+    new
+}
+
+/// Give back a slot made for a page that did not take it (for kfile.rs).
+pub(super) fn release_slot(p: &Pager, slot: Slot) {
+    release(p, slot);
 }
 
 fn content(inode: &Inode) -> &RwLock<FileData> {

@@ -49,8 +49,8 @@ impl Fs {
     pub fn read(&self, ino: Ino, off: u64, size: u32) -> FsResult<Vec<u8>> {
         let inode = self.file(ino)?;
         let lock = data_lock(&inode);
-        if let Some(f) = lock.read().kernel() {
-            return self.kread(&inode, f, off, size);
+        if lock.read().kernel().is_some() {
+            return self.kread(&inode, off, size);
         }
         let len = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size)) as usize;
         let data = lock.read();
@@ -96,11 +96,13 @@ impl Fs {
         }
         let room = (MAX_FILE_SIZE - off).min(buf.len() as u64) as usize;
         let lock = data_lock(&inode);
-        {
-            let data = lock.read();
-            if let Some(f) = data.kernel() {
-                return self.kwrite(&inode, f, off, &buf[..room], caller);
-            }
+        let end = off + room as u64;
+        if self.kernel_store.is_some() && end >= self.passthrough_min.load(Ordering::Relaxed) {
+            // Large enough for a memory file: move before writing.
+            self.move_to_kernel_growing(&inode, &mut lock.write(), end);
+        }
+        if lock.read().kernel().is_some() {
+            return self.kwrite(&inode, off, &buf[..room], caller);
         }
         let mut written = 0;
         let mut failed = false;
@@ -142,9 +144,6 @@ impl Fs {
             m.kill_privs(caller);
         }
         self.scrub_pager_queues();
-        if written > 0 && inode.meta().size >= self.passthrough_min.load(Ordering::Relaxed) {
-            self.move_to_kernel(&inode, &mut lock.write());
-        }
         match (written, buf.len()) {
             (0, _) if failed => Err(FsError::Io),
             (0, n) if n > 0 => Err(FsError::NoSpace),
@@ -159,13 +158,13 @@ impl Fs {
             return Err(FsError::Invalid);
         }
         let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::FileTooBig)?;
-        let mut data = data_lock(&inode).write();
-        if let Some(f) = data.kernel() {
+        if data_lock(&inode).read().kernel().is_some() {
             if mode.punch_hole && (!mode.keep_size || mode.zero_range) {
                 return Err(FsError::NotSupported);
             }
-            return self.kfallocate(&inode, f, off, len, mode);
+            return self.kfallocate(&inode, off, len, mode);
         }
+        let mut data = data_lock(&inode).write();
         if mode.punch_hole {
             if !mode.keep_size || mode.zero_range {
                 return Err(FsError::NotSupported);
@@ -207,10 +206,10 @@ impl Fs {
     /// SEEK_DATA / SEEK_HOLE from `off`; ENXIO at or past end of file.
     pub fn lseek(&self, ino: Ino, off: u64, whence: Whence) -> FsResult<u64> {
         let inode = self.file(ino)?;
-        let data = data_lock(&inode).read();
-        if let Some(f) = data.kernel() {
-            return self.kseek(&inode, f, off, whence);
+        if data_lock(&inode).read().kernel().is_some() {
+            return self.kseek(&inode, off, whence);
         }
+        let data = data_lock(&inode).read();
         let size = inode.meta().size;
         let found = match whence {
             Whence::Data => data.seek_data(off, size),

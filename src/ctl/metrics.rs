@@ -230,6 +230,13 @@ pub const PAGER: &[Scalar] = &[
         get: |v| v.pager.resident_bytes,
     },
     Scalar {
+        key: "memory_file_pages",
+        metric: "memfs_pager_memory_file_pages",
+        kind: MetricType::Gauge,
+        help: "Of the resident pages, those in kernel memory files (large files, docs/PASSTHROUGH.md); paged out by file, oldest used first.",
+        get: |v| v.pager.memory_file_pages,
+    },
+    Scalar {
         key: "compressed_pages",
         metric: "memfs_pager_compressed_pages",
         kind: MetricType::Gauge,

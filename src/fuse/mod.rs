@@ -472,7 +472,7 @@ impl Filesystem for MemFs {
     /// ENOSYS (the kernel then stops sending OPEN and keeps every file's
     /// page cache), unless the mount has `cache=`: then each open gets its
     /// file's policy (core/cache.rs) as flags.
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if self.ctl(ino).is_some() {
             // ENOSYS here would stop OPEN for the whole mount: answer, uncached.
             return match self.fs.default_cache() {
@@ -482,7 +482,7 @@ impl Filesystem for MemFs {
         }
         match self.fs.cache_policy(ino.0) {
             Ok(None | Some(CachePolicy::All)) if self.passthrough.enabled() => {
-                self.passthrough.open(&self.fs, ino, reply)
+                self.passthrough.open(&self.fs, ino, flags.0, reply)
             }
             Ok(None) => reply.error(self.unsupported(ino)),
             Ok(Some(CachePolicy::All)) => {

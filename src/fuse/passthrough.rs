@@ -15,7 +15,9 @@
 //!   memory-file file's cached open drops the kernel's page cache of it
 //!   first (a passthrough writer may have changed the bytes under it).
 //!
-//! Direct-I/O opens (`cache=metadata|none`) are neither, and mix with both.
+//! While an inode has passthrough opens, every open of it is passthrough
+//! (the kernel refuses any other kind with EINVAL). Direct-I/O opens
+//! (`cache=metadata|none`) are neither kind.
 //! Counting errs safe: the kernel drops an open before its RELEASE reaches
 //! us, so this table can only think an open still exists, never miss one.
 
@@ -66,19 +68,37 @@ impl Passthrough {
 
     /// Answer an OPEN of regular file `ino` with page-cache policy `all`:
     /// passthrough when the rules above allow, a cached open otherwise.
-    pub fn open(&self, fs: &Fs, ino: INodeNo, reply: ReplyOpen) {
+    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: ReplyOpen) {
         let mut opens = self.opens.lock();
         let e = opens.entry(ino.0).or_default();
-        if e.cached == 0 {
+        // O_NONBLOCK on a regular file means nothing to the kernel; memfs's
+        // own tools (`memfs where|evict|prime`) open with it, and so do
+        // tools that must not hang on a FIFO (tar, test harnesses). Such an
+        // open does not pin the file (which would page it in whole under
+        // ram=): it is cached, unless passthrough opens exist already.
+        let look_only = flags & libc::O_NONBLOCK != 0;
+        if !look_only {
+            fs.note_open(ino.0);
+        }
+        // While an inode has passthrough opens, the kernel takes no other
+        // kind (fs/fuse/iomode.c: EINVAL): every open shares its backing id.
+        if let (true, Some(id)) = (e.passthrough > 0, &e.backing) {
+            fs.pin_held(ino.0);
+            e.passthrough += 1;
+            self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);
+            self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
+            return reply.opened_passthrough(FH_PASSTHROUGH, FopenFlags::FOPEN_NOFLUSH, id);
+        }
+        // Pinning moves the file into a memory file if it qualifies, pages
+        // it in whole under ram=, and keeps its pages in RAM while open.
+        if e.cached == 0 && !look_only && fs.pin_kernel_file(ino.0) {
             if e.backing.is_none() {
-                // Moves the file into a memory file if it has grown enough.
                 match fs.with_kernel_file(ino.0, |f| reply.open_backing(f.fd())) {
                     Some(Ok(id)) => e.backing = Some(id),
                     Some(Err(err)) if !self.refused.swap(true, Ordering::Relaxed) => {
                         log::warn!("passthrough: the kernel refused a backing file ({err}); cached opens instead");
                     }
-                    Some(Err(_)) => {}
-                    None => {}
+                    _ => {}
                 }
             }
             // The kernel enforces size= on passthrough writers: only with an
@@ -95,6 +115,7 @@ impl Passthrough {
                 self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
                 return reply.opened_passthrough(FH_PASSTHROUGH, FopenFlags::FOPEN_NOFLUSH, id);
             }
+            fs.unpin_kernel_file(ino.0);
         }
         e.cached += 1;
         let in_kernel_file = fs.in_kernel_file(ino.0);
@@ -137,8 +158,9 @@ impl Passthrough {
         }
         drop(opens);
         if fh == FH_PASSTHROUGH {
-            // What the passthrough writers did shows in stats and df now.
-            fs.sync_kernel_file(ino.0);
+            // What the passthrough writers did shows in stats and df now,
+            // and the pager may page the file out again.
+            fs.unpin_kernel_file(ino.0);
             fs.rebalance_kernel_limit();
         }
         last_cached && fs.in_kernel_file(ino.0)

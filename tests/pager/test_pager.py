@@ -192,11 +192,14 @@ class Fsx:
 
 
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("codec,extra", [("lz4", ""), ("zstd", ""), ("off", ""), ("lz4", ",threads=4")],
-                         ids=["lz4", "zstd", "off", "lz4-threads4"])
+@pytest.mark.parametrize("codec,extra", [("lz4", ""), ("zstd", ""), ("off", ""), ("lz4", ",threads=4"),
+                                         ("lz4", ",passthrough=off")],
+                         ids=["lz4", "zstd", "off", "lz4-threads4", "lz4-heap"])
 def test_fsx_random_io_against_a_model(codec, extra):
     """threads=4: the kernel's asynchronous readahead then reaches memfs in
-    other workers while a write is making room (one client thread here)."""
+    other workers while a write is making room (one client thread here).
+    By default (root, passthrough=auto) the 8 MiB files live in kernel
+    memory files paged by core/kpager.rs; `heap` keeps them in memfs's heap."""
     rng, seed = seeded_rng("PAGER_FSX_SEED")
     print(f"fsx seed={seed} codec={codec}{extra} ops={FSX_OPS} (replay: PAGER_FSX_SEED={seed})")
     with scratch_dir() as back, memfs(f"size=512M,ram=4M,compress={codec},backing={back}{extra}") as mnt:
@@ -535,12 +538,24 @@ def read_and_count(mnt, path):
     return after["hits_total"] - before["hits_total"], after["misses_total"] - before["misses_total"], data
 
 
+def resident_pages(path):
+    """Resident pages of a file, as `memfs where` shows them."""
+    out = subprocess.run([MEMFS_BIN, "where", path], capture_output=True, text=True, check=True).stdout
+    return int(out.split("resident ")[1].split()[0])
+
+
 @pytest.mark.parametrize("scan_written", ["before_hot", "after_hot"])
-def test_hot_set_survives_one_scan(scan_written):
+@pytest.mark.parametrize("passthrough", ["off", "on"])
+def test_hot_set_survives_one_scan(scan_written, passthrough):
+    """passthrough=off: heap pages under S3-FIFO, seen through the pager's
+    hit and miss counts. on: both files live in memory files (the file-level
+    probation rule of core/kpager.rs); the hot file's passthrough reads never
+    reach the pager, so what stays resident is read with `memfs where`."""
     rng, seed = seeded_rng("PAGER_SCAN_SEED")
     hot_data = mixed_bytes(rng, 3 * MIB)
     hot_pages = len(hot_data) // PAGE
-    with scratch_dir() as back, memfs(f"size=256M,ram=8M,compress=off,backing={back}") as mnt:
+    opts = f"size=256M,ram=8M,compress=off,passthrough={passthrough}"
+    with scratch_dir() as back, memfs(f"{opts},backing={back}") as mnt:
         hot, scan = os.path.join(mnt, "hot"), os.path.join(mnt, "scan")
 
         def write_scan():
@@ -561,6 +576,12 @@ def test_hot_set_survives_one_scan(scan_written):
         assert len(data) == 32 * MIB
         s = pager_stats(mnt)
         assert scan_misses > 0, f"the scan never reached the pager: {stats_line(s)}"
+        if passthrough == "on":
+            kept = resident_pages(hot)
+            print(f"hot file {hot_pages} pages: {kept} resident after the scan; {stats_line(s)}")
+            assert kept > hot_pages * 3 // 4, f"a 32 MiB scan pushed the hot set out: {kept} of {hot_pages} left"
+            assert read_whole(hot) == hot_data
+            return
         hits, misses, data = read_and_count(mnt, hot)
         assert data == hot_data
         s = pager_stats(mnt)

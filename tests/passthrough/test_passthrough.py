@@ -336,15 +336,63 @@ def test_on_is_refused_where_it_cannot_work_and_auto_falls_back():
     finally:
         os.chmod("/dev/fuse", dev_mode)
         shutil.rmtree(mnt, ignore_errors=True)
-    # With a RAM ceiling (the pager keeps its pages): refused, and auto works.
-    with pytest.raises(subprocess.CalledProcessError) as e:
-        with memfs("size=64M,ram=16M,passthrough=on"):
-            pass
-    assert b"ram=" in e.value.stderr
-    with memfs("size=64M,ram=16M") as mnt:
-        make_file(os.path.join(mnt, "x"), 3 * MIB)
-        with open(os.path.join(mnt, "x"), "rb") as f:
-            assert f.read() == b"a" * (3 * MIB)
+
+
+def pager_keys(mnt):
+    with open(os.path.join(mnt, ".memfs", "stats", "pager")) as f:
+        return {k: int(v) for k, v in (line.rstrip("\n").split(": ") for line in f)}
+
+
+def memfs_tool(*args):
+    return subprocess.run([MEMFS_BIN, *args], capture_output=True, text=True, check=True).stdout
+
+
+def test_under_ram_memory_files_page_out_and_come_back_whole():
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as store, \
+            memfs(f"size=256M,ram=16M,backing={store},passthrough=on,passthrough_min=1m") as mnt:
+        data = {i: os.urandom(6 * MIB) for i in range(4)}  # 24 MiB through a 16 MiB ceiling
+        for i, b in data.items():
+            make_file(os.path.join(mnt, f"f{i}"), 0)
+            with open(os.path.join(mnt, f"f{i}"), "wb") as f:
+                f.write(b)
+        s = settle(lambda: pager_keys(mnt), lambda s: s["ram_bytes"] <= 16 * MIB)
+        assert s["ram_bytes"] <= 16 * MIB, s
+        assert s["backing_bytes"] > 0 and s["memory_file_pages"] > 0, s
+        for i, b in data.items():  # each open pages its file in whole, then passthrough
+            drop_caches()
+            with open(os.path.join(mnt, f"f{i}"), "rb") as f:
+                assert f.read() == b, i
+        # An open file's pages stay in RAM: evicting it moves nothing.
+        p = os.path.join(mnt, "f0")
+        with open(p, "rb") as held:
+            assert "evicted 0 pages" in memfs_tool("evict", p)
+            assert "resident 1536 (100%)" in memfs_tool("where", p)
+            assert held.read(10) == data[0][:10]
+        assert "evicted 1536 pages" in memfs_tool("evict", p)
+        assert "resident 0 (0%)" in memfs_tool("where", p)
+        # Paged-out pages read back through every path: passthrough open,
+        # a truncate cutting a paged-out page, a hole punch, SEEK_DATA.
+        os.truncate(p, 5 * MIB + 100)
+        fd = os.open(p, os.O_RDWR)
+        try:
+            punch_hole(fd, MIB, MIB)
+            assert os.lseek(fd, MIB, os.SEEK_DATA) == 2 * MIB
+            assert os.lseek(fd, 0, os.SEEK_HOLE) == MIB
+        finally:
+            os.close(fd)
+        with open(p, "rb") as f:
+            got = f.read()
+        assert got == data[0][:MIB] + b"\0" * MIB + data[0][2 * MIB:5 * MIB + 100]
+        # A file larger than half the ceiling is not pinned: read through memfs.
+        big = os.path.join(mnt, "big")
+        blob = os.urandom(12 * MIB)
+        with open(big, "wb") as f:
+            f.write(blob)
+        drop_caches()
+        before = io_bytes(mnt)[0]
+        with open(big, "rb") as f:
+            assert f.read() == blob
+        assert io_bytes(mnt)[0] - before >= 12 * MIB
 
 
 def test_o_tmpfile_and_copy_file_range():

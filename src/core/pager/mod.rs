@@ -157,6 +157,8 @@ pub struct PagerStats {
     pub backing: String,
     pub resident_pages: u64,
     pub resident_bytes: u64,
+    /// Of the resident pages, those in kernel memory files (core/memfile.rs).
+    pub memory_file_pages: u64,
     pub compressed_pages: u64,
     pub compressed_original_bytes: u64,
     pub compressed_bytes: u64,
@@ -183,6 +185,8 @@ impl PagerStats {
 struct Counters {
     resident_pages: AtomicI64,
     resident_bytes: AtomicI64,
+    /// Pages of kernel memory files (resident, uncompressed, not in the policy).
+    kernel_pages: AtomicI64,
     zip_pages: AtomicI64,
     zip_bytes: AtomicI64,
     zip_orig_bytes: AtomicI64,
@@ -272,9 +276,25 @@ impl Pager {
         self.backing.as_ref()
     }
 
-    /// Resident plus compressed bytes.
+    /// Resident (heap and memory files) plus compressed bytes.
     pub fn ram_bytes(&self) -> u64 {
-        get(&self.c.resident_bytes) + get(&self.c.zip_bytes)
+        get(&self.c.resident_bytes) + get(&self.c.kernel_pages) * PAGE + get(&self.c.zip_bytes)
+    }
+
+    /// Pages held in kernel memory files changed by `delta`.
+    pub(crate) fn kernel_pages_changed(&self, delta: i64) {
+        if delta != 0 {
+            self.c.kernel_pages.fetch_add(delta, Ordering::Relaxed);
+            if delta > 0 {
+                self.check_pressure();
+            }
+        }
+    }
+
+    /// Pages of a memory file moved out of RAM (compressed or stored).
+    pub(crate) fn kernel_pages_evicted(&self, n: u64, to_disk: u64) {
+        bump(&self.c.evictions, n);
+        bump(&self.c.page_outs, to_disk);
     }
 
     /// Whether `bytes` more RAM fit under the ceiling now.
@@ -521,8 +541,9 @@ impl Pager {
             ram_limit_bytes: self.limit(),
             codec: self.codec().to_string(),
             backing: self.backing.as_ref().map_or_else(|| "none".into(), |b| b.describe().to_string()),
-            resident_pages: get(&c.resident_pages),
-            resident_bytes: get(&c.resident_bytes),
+            resident_pages: get(&c.resident_pages) + get(&c.kernel_pages),
+            resident_bytes: get(&c.resident_bytes) + get(&c.kernel_pages) * PAGE,
+            memory_file_pages: get(&c.kernel_pages),
             compressed_pages: get(&c.zip_pages),
             compressed_original_bytes: get(&c.zip_orig_bytes),
             compressed_bytes: get(&c.zip_bytes),

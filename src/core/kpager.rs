@@ -1,0 +1,381 @@
+//! Memory files under the pager: paging a large file's pages out of its
+//! kernel memory file and back in, and holding them in RAM while the kernel
+//! uses the file directly (a passthrough open).
+//!
+//! A memory file's resident pages count under `ram=` like heap pages (the
+//! pager's `kernel_pages`), but they are not in the S3-FIFO queues: memfs
+//! does not see the reads and writes of passthrough opens, so it has no
+//! reference bits for them. The policy for them is by file, in S3-FIFO's
+//! spirit: a memory file opened once since it was last paged out whole is
+//! on probation; one opened again is in use. Reclaim takes pages from the
+//! probation file used longest ago first, then asks S3-FIFO for heap
+//! pages, and only then takes from memory files in use (longest ago
+//! first). No file a passthrough open holds is touched. So a one-pass scan
+//! of a large file pages out that file's own earlier pages, not the files
+//! in use. A paged-out page
+//! of a memory file sits in the file's page map as a `Zip` or `Disk` slot
+//! (a hole in the memory file), exactly as a heap file's would, so write-
+//! back, checksums and stats are shared.
+//!
+//! Passthrough needs every page in the memory file: before an open is
+//! granted the file is paged in whole, and pinned until that open's
+//! release; a file whose pages do not fit in half of `ram=` is opened
+//! through the daemon instead. While pinned, the kernel may grow the file
+//! past `ram=`: the pager catches up after the last passthrough close
+//! (docs/PASSTHROUGH.md).
+//!
+//! Locking as in reclaim.rs: no file lock is held while compressing or
+//! doing I/O to the backing store, and a victim's lock is only tried.
+
+use super::data::{FileData, Slot};
+use super::inode::Inode;
+use super::pager::{Pager, PAGE};
+use super::reclaim::{cold_slots, release_slot};
+use super::rw::data_lock;
+use super::types::Ino;
+use super::{Fs, FsError, FsResult};
+use crate::sync::Arc;
+
+/// Rounds a page-in retries when its pages keep changing under it.
+const PAGE_IN_ROUNDS: usize = 8;
+
+impl Fs {
+    /// Load the paged-out pages of memory-file file `inode` in pages
+    /// `[from, to)` back into its memory file. No lock may be held.
+    pub(super) fn kernel_page_in(&self, inode: &Inode, from: u64, to: u64) -> FsResult<()> {
+        let lock = data_lock(inode);
+        for _ in 0..PAGE_IN_ROUNDS {
+            let cold = lock.read().cold_between(from, to);
+            if cold.is_empty() {
+                return Ok(());
+            }
+            let pages = self.load_cold(&cold); // makes room first
+            let mut data = lock.write();
+            let size = inode.meta().size;
+            for ((idx, c), page) in cold.iter().zip(pages) {
+                if !data.still(*idx, c) {
+                    continue; // freed or loaded meanwhile
+                }
+                let bytes = page.map_err(|fault| {
+                    if let Some(p) = self.pager.as_deref() {
+                        p.count_fault(fault);
+                    }
+                    FsError::Io
+                })?;
+                let at = idx * PAGE;
+                let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
+                let f = data.kernel().ok_or(FsError::Io)?;
+                if n > 0 && f.write(at, &bytes[..n]).1.is_some() {
+                    return Err(FsError::Io);
+                }
+                data.drop_cold(*idx, idx + 1);
+            }
+            self.absorb(&mut inode.meta(), &data);
+        }
+        Err(FsError::Io)
+    }
+
+    /// Under `data`'s write lock: load any page of `[from, to)` that is
+    /// still (or again) paged out, one by one. The fallback after
+    /// [`Fs::kernel_page_in`], for pages reclaim took back before the caller
+    /// got its lock: an operation must never run over a paged-out page.
+    pub(super) fn kernel_resident_locked(
+        &self,
+        inode: &Inode,
+        data: &mut FileData,
+        from: u64,
+        to: u64,
+    ) -> FsResult<()> {
+        let cold = data.cold_between(from, to);
+        if cold.is_empty() {
+            return Ok(());
+        }
+        let p = self.pager.as_deref().ok_or(FsError::Io)?;
+        let size = inode.meta().size;
+        for (idx, c) in cold {
+            let bytes = p.load(&c).map_err(|_| FsError::Io)?;
+            let at = idx * PAGE;
+            let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
+            let f = data.kernel().ok_or(FsError::Io)?;
+            if n > 0 && f.write(at, &bytes[..n]).1.is_some() {
+                return Err(FsError::Io);
+            }
+            data.drop_cold(idx, idx + 1);
+        }
+        self.absorb(&mut inode.meta(), data);
+        Ok(())
+    }
+
+    /// Page out up to `max` pages of the memory file used longest ago that
+    /// no passthrough open holds: among those opened once only
+    /// (`probation`), or among all. Returns the pages moved, and whether a
+    /// file that might have given some was busy (try again).
+    pub(super) fn evict_memory_file_pages(&self, p: &Pager, max: usize, probation: bool) -> (u64, bool) {
+        let mut victim: Option<((bool, u64), Arc<Inode>)> = None;
+        let mut busy = false;
+        for ino in self.kernel_file_inos() {
+            let Ok(inode) = self.get(ino) else { continue };
+            let Some(data) = inode.file().and_then(|l| l.try_read()) else {
+                busy = true; // being written: maybe the scan that needs the room
+                continue;
+            };
+            let Some(f) = data.kernel() else { continue };
+            if f.pinned() || f.pages_seen() == 0 || (probation && f.in_use()) {
+                continue;
+            }
+            let key = (f.in_use(), f.last_use());
+            drop(data);
+            if victim.as_ref().is_none_or(|(k, _)| key < *k) {
+                victim = Some((key, inode));
+            }
+        }
+        let Some(((in_use, _), inode)) = victim else { return (0, busy) };
+        if in_use && busy {
+            return (0, true); // a busy file may be on probation: never take a file in use for it
+        }
+        let (moved, _, was_busy) = self.page_out_memory_file(p, &inode, 0, max);
+        (moved, busy || was_busy)
+    }
+
+    /// Regular file `ino` was opened: counts toward keeping a memory file
+    /// in RAM.
+    pub fn note_open(&self, ino: Ino) {
+        if let Ok(inode) = self.file(ino) {
+            if let Some(f) = data_lock(&inode).read().kernel() {
+                f.opened();
+            }
+        }
+    }
+
+    /// `memfs evict` of a memory-file file: page out its pages from page
+    /// `from` on, at most `max`. As [`Fs::evict_file`].
+    pub(super) fn evict_memory_file(
+        &self,
+        p: &Pager,
+        inode: &Inode,
+        from: u64,
+        max: usize,
+    ) -> FsResult<(u64, Option<u64>)> {
+        if data_lock(inode).read().kernel().is_some_and(|f| f.pinned()) {
+            return Ok((0, None)); // the kernel holds it open: its pages stay
+        }
+        let (moved, next, _) = self.page_out_memory_file(p, inode, from, max);
+        Ok((moved, next))
+    }
+
+    /// Page out up to `max` resident pages of `inode`'s memory file from
+    /// page `from` on: copies taken under a tried read lock, compressed or
+    /// stored with no lock held, then each swapped in under a tried write
+    /// lock if the file is still unpinned and the page unchanged. Returns
+    /// the pages moved, the page after the last one looked at if more may
+    /// follow, and whether the file's lock was busy.
+    fn page_out_memory_file(&self, p: &Pager, inode: &Inode, from: u64, max: usize) -> (u64, Option<u64>, bool) {
+        let lock = data_lock(inode);
+        let (idxs, copies, next) = {
+            let Some(data) = lock.try_read() else { return (0, Some(from), true) };
+            let Some(f) = data.kernel() else { return (0, None, false) };
+            let size = inode.meta().size;
+            let mut idxs = vec![];
+            let mut at = from * PAGE;
+            while idxs.len() < max && at < size {
+                let Ok(Some(start)) = f.seek(at, true) else { break };
+                let end = f.seek(start, false).ok().flatten().unwrap_or(size).min(size);
+                let mut idx = start / PAGE;
+                while idx * PAGE < end && idxs.len() < max {
+                    idxs.push(idx);
+                    idx += 1;
+                }
+                at = idx * PAGE;
+            }
+            let copies: Vec<Vec<u8>> = idxs.iter().filter_map(|&i| f.read(i * PAGE, PAGE as usize).ok()).collect();
+            if copies.len() != idxs.len() {
+                return (0, None, false);
+            }
+            let next = (idxs.len() == max).then(|| idxs.last().map_or(from, |l| l + 1));
+            (idxs, copies, next)
+        };
+        if idxs.is_empty() {
+            return (0, None, false);
+        }
+        let refs: Vec<&[u8]> = copies.iter().map(|c| &c[..]).collect();
+        let slots = cold_slots(p, &refs);
+        let Some(mut data) = lock.try_write() else {
+            slots.into_iter().flatten().for_each(|s| release_slot(p, s));
+            return (0, next, true);
+        };
+        let (mut moved, mut to_disk) = (0, 0);
+        for ((idx, copy), slot) in idxs.into_iter().zip(&copies).zip(slots) {
+            let Some(slot) = slot else { continue };
+            let unchanged = data
+                .kernel()
+                .is_some_and(|f| !f.pinned() && f.read(idx * PAGE, PAGE as usize).is_ok_and(|now| now == *copy))
+                && data.cold_between(idx, idx + 1).is_empty();
+            let punched = unchanged && data.kernel().is_some_and(|f| f.punch_hole(idx * PAGE, PAGE).is_ok());
+            if !punched {
+                release_slot(p, slot);
+                continue;
+            }
+            to_disk += u64::from(matches!(slot, Slot::Disk(_)));
+            data.put_cold(idx, slot);
+            moved += 1;
+        }
+        self.absorb(&mut inode.meta(), &data);
+        if let Some(f) = data.kernel().filter(|f| f.pages_seen() == 0) {
+            f.paged_out();
+        }
+        drop(data);
+        p.kernel_pages_evicted(moved, to_disk);
+        (moved, next, false)
+    }
+
+    /// A passthrough open of regular file `ino` is about to be granted:
+    /// move it into a memory file if it qualifies, page it in whole, and
+    /// hold its pages in RAM until [`Fs::unpin_kernel_file`]. False when it
+    /// cannot be (too small, no memory file, more than half of `ram=`, or
+    /// a page that would not load): open it through the daemon then.
+    pub fn pin_kernel_file(&self, ino: Ino) -> bool {
+        if self.with_kernel_file(ino, |_| ()).is_none() {
+            return false;
+        }
+        let Ok(inode) = self.file(ino) else { return false };
+        let lock = data_lock(&inode);
+        if let Some(p) = self.pager.as_deref() {
+            if p.limit() > 0 && inode.meta().pages * PAGE > p.limit() / 2 {
+                return false;
+            }
+            if self.kernel_page_in(&inode, 0, u64::MAX).is_err() {
+                return false;
+            }
+        }
+        let data = lock.write();
+        match data.kernel() {
+            Some(f) if data.cold_count() == 0 => {
+                f.pin(true);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// One more passthrough open of `ino`, which others already hold in RAM.
+    pub fn pin_held(&self, ino: Ino) {
+        if let Ok(inode) = self.file(ino) {
+            if let Some(f) = data_lock(&inode).read().kernel() {
+                f.pin(true);
+            }
+        }
+    }
+
+    /// A passthrough open of `ino` ended: take in what it did, and let the
+    /// pager bring RAM back under `ram=` if it grew past.
+    pub fn unpin_kernel_file(&self, ino: Ino) {
+        if let Ok(inode) = self.file(ino) {
+            let data = data_lock(&inode).read();
+            if let Some(f) = data.kernel() {
+                f.pin(false);
+            }
+            self.sync_kernel(&inode, &data);
+        }
+        self.settle_ceiling();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::memfile::KernelStore;
+    use super::super::pager::backing::tests::MemIo;
+    use super::super::pager::backing::Backing;
+    use super::super::pager::codec::Codec;
+    use super::super::pager::PagerConfig;
+    use super::super::{Caller, FsConfig, Whence, ROOT_INO};
+    use super::*;
+
+    const ME: Caller = Caller { uid: 0, gid: 0, pid: 0 };
+    const P: usize = PAGE as usize;
+
+    /// A mount with a `ram_pages` ceiling, no compression (pages go to an
+    /// in-memory store) and every file of 2 pages or more in a memfd.
+    fn mount(ram_pages: u64) -> (Fs, Arc<Pager>) {
+        let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
+        let cfg = PagerConfig { ram: ram_pages * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let pager = Arc::new(Pager::new(cfg));
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.pager = Some(pager.clone());
+        cfg.kernel_files = Some((KernelStore::memfd(), 2 * PAGE));
+        (Fs::new(cfg), pager)
+    }
+
+    fn file(fs: &Fs, name: &str, pages: usize, fill: u8) -> Ino {
+        let ino = fs.mknod(ROOT_INO, name.as_bytes(), libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(ino, 0, &vec![fill; pages * P], &ME), Ok(pages * P));
+        assert!(fs.in_kernel_file(ino));
+        ino
+    }
+
+    #[test]
+    fn memory_files_page_out_under_the_ceiling_and_read_back() {
+        let (fs, pager) = mount(8);
+        let a = file(&fs, "a", 6, 1);
+        let b = file(&fs, "b", 6, 2);
+        assert!(pager.ram_bytes() <= 8 * PAGE, "{}", pager.ram_bytes());
+        let (res, _, disk) = fs.tiers(a).unwrap();
+        assert_eq!((res + disk, fs.getattr(a).unwrap().blocks), (6, 6 * 8));
+        assert!(disk > 0, "a, used longest ago, went out first");
+        assert_eq!(fs.read(a, 0, 6 * P as u32).unwrap(), vec![1u8; 6 * P]);
+        assert_eq!(fs.read(b, 0, 6 * P as u32).unwrap(), vec![2u8; 6 * P]);
+        assert_eq!(fs.usage().used_pages, 12);
+    }
+
+    #[test]
+    fn every_operation_sees_paged_out_pages() {
+        let (fs, _pager) = mount(64);
+        let a = file(&fs, "a", 6, 7);
+        assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 6);
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 6));
+        // SEEK_DATA/SEEK_HOLE count paged-out pages as data.
+        assert_eq!(fs.lseek(a, 0, Whence::Data), Ok(0));
+        assert_eq!(fs.lseek(a, 0, Whence::Hole), Ok(6 * PAGE));
+        // A write into a paged-out page keeps the rest of it.
+        assert_eq!(fs.write(a, 10, b"xy", &ME), Ok(2));
+        let mut want = vec![7u8; 6 * P];
+        want[10..12].copy_from_slice(b"xy");
+        // A truncate cutting a paged-out page, then regrowth: zeros past the cut.
+        fs.evict_file(a, 0, 100).unwrap();
+        let set = |size| super::super::SetAttr { size: Some(size), ..Default::default() };
+        fs.setattr(a, &set(4 * PAGE + 100), &ME).unwrap();
+        fs.setattr(a, &set(6 * PAGE), &ME).unwrap();
+        want[4 * P + 100..].fill(0);
+        // A hole punched over paged-out pages.
+        fs.evict_file(a, 0, 100).unwrap();
+        let punch = super::super::FallocMode { punch_hole: true, keep_size: true, zero_range: false };
+        fs.fallocate(a, PAGE + 5, PAGE, punch).unwrap();
+        want[P + 5..2 * P + 5].fill(0);
+        assert_eq!(fs.read(a, 0, 6 * P as u32).unwrap(), want);
+    }
+
+    #[test]
+    fn a_file_opened_again_outlives_a_scan_and_a_pinned_one_stays() {
+        let (fs, pager) = mount(12);
+        let hot = file(&fs, "hot", 4, 1);
+        fs.note_open(hot);
+        fs.note_open(hot); // opened again: in use
+        let scan = file(&fs, "scan", 20, 2);
+        fs.note_open(scan);
+        assert_eq!(fs.read(scan, 0, 20 * P as u32).unwrap(), vec![2u8; 20 * P]);
+        assert_eq!(fs.tiers(hot).unwrap().0, 4, "the scan took the hot file's pages");
+        assert!(pager.ram_bytes() <= 12 * PAGE + 4 * PAGE);
+        // Pinned (a passthrough open): paged in whole, and nothing of it
+        // leaves, not even by `memfs evict`.
+        fs.evict_file(hot, 0, 2).unwrap();
+        assert!(fs.pin_kernel_file(hot));
+        assert_eq!(fs.tiers(hot).unwrap(), (4, 0, 0));
+        assert_eq!(fs.evict_file(hot, 0, 100).unwrap().0, 0);
+        assert_eq!(fs.read(scan, 0, 20 * P as u32).unwrap(), vec![2u8; 20 * P]);
+        assert_eq!(fs.tiers(hot).unwrap(), (4, 0, 0));
+        fs.unpin_kernel_file(hot);
+        assert!(pager.ram_bytes() <= 12 * PAGE, "after the unpin the pager catches up");
+        assert_eq!(fs.evict_file(hot, 0, 100).unwrap().0, 4);
+        // More than half the ceiling: never pinned (opened through the daemon).
+        assert!(!fs.pin_kernel_file(scan));
+    }
+}
