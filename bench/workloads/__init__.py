@@ -3,7 +3,8 @@
 Owns: only this list. See bench/runner.py for what a workload module provides.
 """
 from workloads import (connectathon, createdelete, devwork, fileop, fio_bulk, mounttime, pager,
-                       postmark)
+                       passthrough, postmark)
 
-ALL = [postmark, connectathon, fileop, createdelete, fio_bulk, devwork, mounttime, pager]
+ALL = [postmark, connectathon, fileop, createdelete, fio_bulk, devwork, mounttime, pager,
+       passthrough]
 BY_NAME = {w.NAME: w for w in ALL}

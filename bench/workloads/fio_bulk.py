@@ -48,7 +48,12 @@ def _fio(ctx, name, path, rw, bs, size, extra=()):
     cmd = ["fio", f"--name={name}", f"--filename={path}", f"--rw={rw}", f"--bs={bs}",
            f"--size={size}", "--ioengine=psync", "--numjobs=1", "--fallocate=none",
            "--output-format=json", *extra]
-    out = run_cmd(cmd, ctx.timeout(1200, 120)).stdout.decode(errors="replace")
+    return fio_job(cmd, name, ctx.timeout(1200, 120))
+
+
+def fio_job(cmd, name, timeout):
+    """Run fio command `cmd` (with --output-format=json); its one job's results."""
+    out = run_cmd(cmd, timeout).stdout.decode(errors="replace")
     try:
         job = json.loads(out[out.index("{"):])["jobs"][0]
     except (ValueError, KeyError, IndexError):
