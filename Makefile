@@ -29,9 +29,16 @@ test-py: build
 # The POSIX tables again with every regular file in a kernel memory file and
 # opened with FUSE passthrough (issue 13), so the passthrough path is held
 # to tmpfs's behaviour as the daemon path is.
+# Then once more beside a small RAM ceiling with a backing store, so that
+# memory files are paged out and back in under the same tables.
+PT_BACKING ?= /var/tmp/memfs-test-backing
 test-passthrough: build
 	MEMFS_EXTRA_OPTIONS=passthrough=on,passthrough_min=0 $(PYTHON) -m pytest -q \
 		tests/conformance tests/pjdfstest tests/differential tests/gofuse
+	mkdir -p $(PT_BACKING)
+	MEMFS_EXTRA_OPTIONS=passthrough=on,passthrough_min=0,ram=8M,backing=$(PT_BACKING) $(PYTHON) -m pytest -q \
+		tests/conformance tests/pjdfstest tests/differential tests/gofuse
+	rmdir $(PT_BACKING)
 
 bench: build
 	$(PYTHON) bench/run.py

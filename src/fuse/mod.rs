@@ -620,9 +620,26 @@ impl Filesystem for MemFs {
         reply.ok();
     }
 
+    /// With OPEN answered (passthrough), closing an unlinked file frees its
+    /// space only after the kernel's asynchronous RELEASE and FORGET; a
+    /// statfs right after the close (`rm; df`, or close; df) would still
+    /// count it, where tmpfs does not. So while unlinked inodes are still
+    /// referenced, statfs waits as ENOSPC does (parked.rs: retried after
+    /// each FORGET, at most its grace period) for one of them to go.
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let s = self.fs.statfs();
-        reply.statfs(s.blocks, s.bfree, s.bfree, s.files, s.ffree, s.bsize, s.namelen, s.bsize);
+        let send = |reply: ReplyStatfs, s: crate::core::StatFs| {
+            reply.statfs(s.blocks, s.bfree, s.bfree, s.files, s.ffree, s.bsize, s.namelen, s.bsize)
+        };
+        let orphans = self.fs.orphans();
+        if orphans == 0 || !self.passthrough.enabled() {
+            return send(reply, self.fs.statfs());
+        }
+        let fs = self.fs.clone();
+        let waiting = move || if fs.orphans() < orphans { Ok(fs.statfs()) } else { Err(FsError::NoSpace) };
+        let fs = self.fs.clone();
+        self.park(reply, waiting, move |reply, result: FsResult<_>| {
+            send(reply, result.unwrap_or_else(|_| fs.statfs()))
+        });
     }
 
     fn setxattr(
