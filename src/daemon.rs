@@ -155,6 +155,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         let s = p.stats();
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
     }
+    crate::core::arena::set_huge(opts.huge);
     let kernel_files = kernel_files(opts)?;
     let wants_passthrough = kernel_files.is_some();
     let fs = Arc::new(Fs::new(FsConfig {
@@ -234,7 +235,7 @@ fn kernel_files(opts: &MountOptions) -> Result<Option<(KernelStore, u64)>, Strin
             Ok(None)
         }
         None => {
-            let store = KernelStore::new(opts.size);
+            let store = KernelStore::new(opts.size, opts.huge);
             log::info!("passthrough: files of {} bytes or more in {} memory files", opts.passthrough_min, store.kind());
             Ok(Some((store, opts.passthrough_min)))
         }

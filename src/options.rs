@@ -10,6 +10,7 @@ use fuser::MountOption;
 
 use std::path::PathBuf;
 
+use crate::core::arena::Huge;
 use crate::core::cache::CachePolicy;
 use crate::core::pager::backing::Backing;
 use crate::core::pager::codec::Codec;
@@ -68,6 +69,8 @@ pub struct MountOptions {
     pub passthrough: PassthroughMode,
     /// `passthrough_min=`: size from which a file's bytes live in a kernel memory file.
     pub passthrough_min: u64,
+    /// `huge=`: transparent huge pages for the page arenas and memory files.
+    pub huge: Huge,
 }
 
 /// `passthrough=auto|on|off`.
@@ -395,6 +398,17 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "huge",
+        takes_value: true,
+        help: "never, always, within_size or advise (tmpfs's names): transparent huge pages for the memory \
+               files of large files (the private tmpfs's huge=) and, with always or within_size, for the \
+               daemon's page arenas; set at mount (default never, as tmpfs)",
+        apply: |o, v| {
+            o.huge = Huge::parse(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "readahead",
         takes_value: true,
         help: "bytes the pager loads ahead when a sequential reader needs a paged-out page, k/m suffix; \
@@ -555,6 +569,7 @@ impl MountOptions {
             readahead: None,
             passthrough: PassthroughMode::default(),
             passthrough_min: DEFAULT_PASSTHROUGH_MIN,
+            huge: Huge::default(),
         }
     }
 
@@ -761,12 +776,22 @@ mod tests {
             "readahead=lots",
             "readahead=1g",
             "cache",
+            "huge=yes",
+            "huge",
         ] {
             let err = parse(bad, d()).unwrap_err();
             let name = bad.split('=').next().unwrap();
             assert!(err.contains(name), "{bad}: {err}");
         }
         assert!(parse("ro", d()).unwrap_err().contains("read-only"));
+    }
+
+    #[test]
+    fn huge() {
+        assert_eq!(d().huge, Huge::Never, "tmpfs's default");
+        for (v, h) in [("always", Huge::Always), ("within_size", Huge::WithinSize), ("advise", Huge::Advise)] {
+            assert_eq!(parse(&format!("huge={v}"), d()).unwrap().huge, h);
+        }
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! reclaiming down to a low one (core/pager/mod.rs, "Pressure"), so that
 //! compression and store writes overlap the writers' own work instead of
 //! running inside their requests. It holds the file system only weakly and
-//! ends within a second of the mount going away.
+//! ends within a second of the mount going away. After each pass it gives
+//! back the arena memory that pages leaving RAM freed (core/arena.rs).
 
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ pub fn start(fs: &Arc<Fs>) -> std::io::Result<()> {
             if !fs.reclaim_ahead(IDLE_CHECK) {
                 break;
             }
+            // Pages left RAM: give back what their freed slots held.
+            crate::core::arena::trim_if_slack();
         }
     })?;
     Ok(())

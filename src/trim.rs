@@ -1,20 +1,21 @@
 //! Giving freed memory back to the kernel.
 //!
-//! File data lives in the daemon's heap, one allocation per page. glibc's
-//! malloc returns freed memory to the kernel only from the top of a heap,
-//! so once small live allocations (a small file, a directory entry) sit
-//! between freed pages, deleting gigabytes leaves the daemon's RSS where it
-//! was: measured, 256 files of 2 MiB interleaved with small ones, all big
-//! ones deleted: RSS stayed at 538 MB with 1 MB stored. The brief is that
-//! memory is used only for what is stored, so after every
-//! `core::usage::RELEASE_STEP` bytes freed and not used again, a thread of
-//! its own waits until that memory has stayed unused and the mount has
-//! served no request for [`SETTLE`], then calls `malloc_trim(0)`, which
-//! hands every whole free page in every arena back (MADV_DONTNEED). An idle
-//! mount never wakes it.
+//! File pages held by the daemon live in its arenas (core/arena.rs), the
+//! rest (inodes, names, indexes) in the malloc heap. Neither gives freed
+//! memory back by itself: the arenas keep freed slots for reuse, and glibc's
+//! malloc returns memory only from the top of a heap (measured before the
+//! arenas, when pages were malloc'd: 256 files of 2 MiB interleaved with
+//! small ones, all big ones deleted: RSS stayed at 538 MB with 1 MB
+//! stored). The brief is that memory is used only for what is stored, so
+//! after every `core::usage::RELEASE_STEP` bytes freed and not used again,
+//! a thread of its own waits until that memory has stayed unused and the
+//! mount has served no request for [`SETTLE`], then gives back every whole
+//! free page of the arenas and calls `malloc_trim(0)`, which does the same
+//! for every malloc arena (MADV_DONTNEED). An idle mount never wakes it.
 //!
 //! Why idle: malloc_trim holds each arena's lock while it releases that
-//! arena, so a request that allocates meanwhile waits. Measured (review,
+//! arena (core/arena.rs holds a size class's lock for one 2 MiB chunk at a
+//! time), so a request that allocates meanwhile waits. Measured (review,
 //! 1.5 GB freed between small live files, a create/write/unlink loop
 //! running): the worst request took 130 ms at the trim, against 6-18 ms
 //! otherwise. Under steady load the memory is kept until a quiet second; a
@@ -72,8 +73,9 @@ pub fn start(fs: &Arc<Fs>, requests: impl Fn() -> u64 + Send + 'static) -> std::
     Ok(())
 }
 
-/// Return free heap pages to the kernel.
+/// Return free arena and heap pages to the kernel.
 pub fn trim() {
+    crate::core::arena::trim();
     // SAFETY: malloc_trim only inspects and releases the allocator's own free memory.
     unsafe {
         libc::malloc_trim(0);

@@ -116,3 +116,16 @@ def run_as(uid, gid, fn, *args, groups=None, **kwargs):
     if status == "err":
         raise value
     return value
+
+
+def daemon_pid(mnt):
+    """PID of the memfs daemon serving `mnt` (the daemon forks: scan /proc)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and args[0].endswith(b"memfs") and mnt.encode() in args:
+            return int(pid)
+    raise AssertionError(f"no memfs daemon for {mnt}")

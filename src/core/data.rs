@@ -21,8 +21,9 @@
 //! which keeps the per-tier accounting. Without one, `home` is `None` and
 //! nothing of that costs anything.
 //!
-//! Each page is a separate allocation, so the pager can move single pages
-//! out of memory.
+//! Each page's buffer is a slot of the arenas (core/arena.rs), so the
+//! pager can move single pages out of memory and the memory they leave is
+//! reused or given back.
 //!
 //! A large file may instead keep its bytes in a kernel memory file
 //! (core/memfile.rs, `passthrough_min=`): then `mem` holds it, the page
@@ -32,6 +33,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use super::arena::PageBuf;
 use super::memfile::MemFile;
 use super::pager::backing::DiskRef;
 use super::pager::policy::PageId;
@@ -49,9 +51,9 @@ pub enum Slot {
     /// In RAM: the first `bytes.len()` bytes of the page (the rest read as
     /// zeros). `refd`: [`UNREFERENCED`], [`REFERENCED`] (read or written
     /// since the pager last looked) or [`PREFETCHED`].
-    Ram { bytes: Box<[u8]>, refd: AtomicU8 },
+    Ram { bytes: PageBuf, refd: AtomicU8 },
     /// Compressed in RAM (pager).
-    Zip(Arc<[u8]>),
+    Zip(Arc<PageBuf>),
     /// On the backing store (pager).
     Disk(DiskRef),
 }
@@ -60,13 +62,13 @@ impl Slot {
     /// A page that just became resident (written, or loaded by a page-in):
     /// unreferenced, so that it counts as used again only when a later
     /// request touches it (a one-pass scan must not look like a hot set).
-    fn ram(bytes: Box<[u8]>) -> Slot {
+    fn ram(bytes: PageBuf) -> Slot {
         Slot::Ram { bytes, refd: AtomicU8::new(UNREFERENCED) }
     }
 
     /// A page loaded ahead of a sequential reader: its first read is the
     /// one it was loaded for, and does not count as a reference.
-    fn prefetched(bytes: Box<[u8]>) -> Slot {
+    fn prefetched(bytes: PageBuf) -> Slot {
         Slot::Ram { bytes, refd: AtomicU8::new(PREFETCHED) }
     }
 
@@ -392,7 +394,7 @@ impl FileData {
 
     /// Make page `idx` resident with `bytes`, loaded from `cold`, if it still is
     /// that cold page. Returns whether it was installed.
-    pub fn install(&mut self, idx: u64, cold: &Cold, bytes: Box<[u8]>, prefetched: bool) -> bool {
+    pub fn install(&mut self, idx: u64, cold: &Cold, bytes: PageBuf, prefetched: bool) -> bool {
         if !self.get(idx).is_some_and(|s| s.is(cold)) {
             return false;
         }
@@ -488,7 +490,7 @@ impl FileData {
                         w.ram_full = true;
                         break;
                     }
-                    self.replace(idx, Slot::ram(Box::from(chunk)));
+                    self.replace(idx, Slot::ram(PageBuf::from_slice(chunk, PAGE)));
                 }
                 Some(cold) => {
                     // A paged-out page written in part is loaded first; a
@@ -525,9 +527,9 @@ impl FileData {
                     }
                     w.added += 1;
                     let page = if whole {
-                        Box::from(chunk)
+                        PageBuf::from_slice(chunk, PAGE)
                     } else {
-                        let mut b = vec![0u8; len].into_boxed_slice();
+                        let mut b = PageBuf::zeroed(len);
                         b[in_page..in_page + n].copy_from_slice(chunk);
                         b
                     };
@@ -550,7 +552,7 @@ impl FileData {
                 return;
             }
         }
-        let mut grown = vec![0u8; want].into_boxed_slice();
+        let mut grown = PageBuf::zeroed(want);
         if let Some(Slot::Ram { bytes, .. }) = self.get(idx) {
             grown[..bytes.len()].copy_from_slice(bytes);
         }
@@ -641,7 +643,7 @@ impl FileData {
                 // As shmem_get_folio: fallocating a page an earlier fallocate
                 // left unwritten initializes it, so it becomes data (zeros).
                 if matches!(self.get(idx), Some(Slot::Unwritten)) {
-                    self.replace(idx, Slot::ram(Box::default()));
+                    self.replace(idx, Slot::ram(PageBuf::empty()));
                 }
                 continue;
             }
@@ -709,7 +711,7 @@ impl FileData {
                 if refd.compare_exchange(REFERENCED, UNREFERENCED, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
                     EvictCandidate::Referenced
                 } else {
-                    EvictCandidate::Copy(bytes.clone())
+                    EvictCandidate::Copy(Box::from(&bytes[..]))
                 }
             }
             _ => EvictCandidate::Stale,
@@ -729,7 +731,7 @@ impl FileData {
     }
 
     /// The compressed bytes of page `idx`, if it is in the compressed tier.
-    pub fn zipped(&self, idx: u64) -> Option<Arc<[u8]>> {
+    pub fn zipped(&self, idx: u64) -> Option<Arc<PageBuf>> {
         match self.get(idx) {
             Some(Slot::Zip(z)) => Some(z.clone()),
             _ => None,
@@ -738,7 +740,7 @@ impl FileData {
 
     /// Move page `idx` from the compressed tier to the backing store at `r`
     /// if it is still the compressed page `z`.
-    pub fn swap_zip_to_disk(&mut self, idx: u64, z: &Arc<[u8]>, r: DiskRef) -> bool {
+    pub fn swap_zip_to_disk(&mut self, idx: u64, z: &Arc<PageBuf>, r: DiskRef) -> bool {
         if !self.get(idx).is_some_and(|s| s.is(&Cold::Zip(z.clone()))) {
             return false;
         }

@@ -26,6 +26,7 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
+use super::arena::Huge;
 use super::types::{Timespec, PAGE_SIZE};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 use std::sync::atomic::AtomicU32;
@@ -126,8 +127,8 @@ fn detached_tmpfs(size_bytes: u64, huge: &str) -> io::Result<OwnedFd> {
 impl KernelStore {
     /// A private detached tmpfs of `size_bytes` when the daemon may make one,
     /// else memfd files.
-    pub fn new(size_bytes: u64) -> KernelStore {
-        KernelStore { mount: detached_tmpfs(size_bytes, "never").ok().map(Arc::new) }
+    pub fn new(size_bytes: u64, huge: Huge) -> KernelStore {
+        KernelStore { mount: detached_tmpfs(size_bytes, &huge.to_string()).ok().map(Arc::new) }
     }
 
     /// memfd files only (tests, and where a private tmpfs is not wanted).

@@ -23,6 +23,7 @@
 //! these: lookups clone the `Arc` out at once.
 
 pub mod acl;
+pub mod arena;
 mod attr;
 pub mod cache;
 pub mod data;

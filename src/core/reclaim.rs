@@ -5,6 +5,7 @@
 //! compressing or doing I/O, victims' locks are only tried, never waited
 //! for, and nothing here is called with a file's content lock held.
 
+use super::arena::PageBuf;
 use super::data::{EvictCandidate, FileData, Slot};
 use super::inode::Inode;
 use super::pager::policy::{PageId, Queue, Verdict};
@@ -226,7 +227,7 @@ impl Fs {
 
     /// Load the paged-out pages `cold` with no lock held, after making room
     /// for them: pages on the backing store in one read per run of slots.
-    pub(super) fn load_cold(&self, cold: &[(u64, Cold)]) -> Vec<Result<Box<[u8]>, Fault>> {
+    pub(super) fn load_cold(&self, cold: &[(u64, Cold)]) -> Vec<Result<PageBuf, Fault>> {
         let Some(p) = self.pager.as_deref() else { return cold.iter().map(|_| Err(Fault::Io)).collect() };
         self.make_room(cold.len() as u64 * PAGE);
         let refs: Vec<&Cold> = cold.iter().map(|(_, c)| c).collect();
@@ -243,7 +244,7 @@ impl Fs {
         &self,
         data: &mut FileData,
         cold: &[(u64, Cold)],
-        pages: Vec<Result<Box<[u8]>, Fault>>,
+        pages: Vec<Result<PageBuf, Fault>>,
         demand: usize,
     ) -> Result<u64, PageError> {
         let mut installed = 0;
@@ -356,7 +357,8 @@ impl Fs {
 /// for a page that can go nowhere. No lock is held meanwhile.
 pub(super) fn cold_slots(p: &Pager, pages: &[&[u8]]) -> Vec<Option<Slot>> {
     let codec = p.codec();
-    let mut new: Vec<Option<Slot>> = pages.iter().map(|c| codec.compress(c).map(|z| Slot::Zip(Arc::from(z)))).collect();
+    let mut new: Vec<Option<Slot>> =
+        pages.iter().map(|c| codec.compress(c).map(|z| Slot::Zip(Arc::new(PageBuf::exact(&z))))).collect();
     if let Some(b) = p.backing() {
         let raw: Vec<usize> = (0..pages.len()).filter(|&i| new[i].is_none()).collect();
         let stored: Vec<(&[u8], bool)> = raw.iter().map(|&i| (pages[i], true)).collect();

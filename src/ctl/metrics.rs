@@ -5,6 +5,7 @@
 //!
 //! Owns the declarations only; `render.rs` and `prometheus.rs` format them.
 
+use crate::core::arena;
 use crate::core::pager::PagerStats;
 use crate::core::types::PAGE_SIZE;
 use crate::core::usage::INODE_COST;
@@ -111,6 +112,28 @@ pub const USAGE: &[Scalar] = &[
         kind: MetricType::Gauge,
         help: "1 while written bytes are discarded (opts/no_data), else 0.",
         get: |v| u64::from(v.fs.no_data()),
+    },
+    Scalar {
+        key: "arena_bytes",
+        metric: "memfs_arena_bytes",
+        kind: MetricType::Gauge,
+        help:
+            "Bytes of the daemon's page arenas holding file pages, resident and compressed (slots of 64-byte classes).",
+        get: |_| arena::stats().in_use,
+    },
+    Scalar {
+        key: "arena_free_bytes",
+        metric: "memfs_arena_free_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes of free arena slots that may still hold RAM until the next trim gives their pages back.",
+        get: |_| arena::stats().slack,
+    },
+    Scalar {
+        key: "arena_trimmed_bytes_total",
+        metric: "memfs_arena_trimmed_bytes_total",
+        kind: MetricType::Counter,
+        help: "Bytes of arena memory given back to the kernel (MADV_DONTNEED) since mount.",
+        get: |_| arena::stats().trimmed,
     },
 ];
 

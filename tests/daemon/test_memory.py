@@ -10,21 +10,9 @@ generous and the wait is for the asynchronous trim, not a speed limit.
 import os
 import time
 
-from mounts import mounted
+from mounts import daemon_pid, mounted
 
 MIB = 1 << 20
-
-
-def daemon_pid(mnt):
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-        except OSError:
-            continue
-        if args and args[0].endswith(b"memfs") and mnt.encode() in args:
-            return int(pid)
-    raise AssertionError(f"no memfs daemon for {mnt}")
 
 
 def rss_bytes(pid):

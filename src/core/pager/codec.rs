@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use super::super::arena::PageBuf;
 use super::super::types::PAGE_SIZE;
 
 const TAG_LZ4: u8 = 1;
@@ -81,19 +82,22 @@ pub fn original_len(zipped: &[u8]) -> usize {
     zipped.get(1..3).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as usize)
 }
 
-/// Decompress a page made by [`Codec::compress`]; `None` if it is corrupt.
-pub fn decompress(zipped: &[u8]) -> Option<Box<[u8]>> {
+/// Decompress a page made by [`Codec::compress`] straight into an arena
+/// buffer; `None` if it is corrupt.
+pub fn decompress(zipped: &[u8]) -> Option<PageBuf> {
     let len = original_len(zipped);
     if zipped.len() < HEADER || len == 0 || len > PAGE_SIZE as usize {
         return None;
     }
     let block = &zipped[HEADER..];
-    let out = match zipped[0] {
-        TAG_LZ4 => lz4_flex::block::decompress(block, len).ok()?,
-        TAG_ZSTD => zstd::bulk::decompress(block, len).ok()?,
+    // A memory file's last page may be any length: its buffer is the class above.
+    let mut out = PageBuf::zeroed(len.next_power_of_two().max(64));
+    let n = match zipped[0] {
+        TAG_LZ4 => lz4_flex::block::decompress_into(block, &mut out[..len]).ok()?,
+        TAG_ZSTD => zstd::bulk::decompress_to_buffer(block, &mut out[..len]).ok()?,
         _ => return None,
     };
-    (out.len() == len).then(|| out.into_boxed_slice())
+    (n == len).then_some(out)
 }
 
 #[cfg(test)]
@@ -109,6 +113,9 @@ mod tests {
             assert_eq!(&*decompress(&z).unwrap(), &text[..]);
             let short = codec.compress(&text[..1024]).unwrap();
             assert_eq!(decompress(&short).unwrap().len(), 1024);
+            // A length that is no size class comes back in the class above, zero-padded.
+            let odd = decompress(&codec.compress(&text[..1000]).unwrap()).unwrap();
+            assert_eq!((odd.len(), &odd[..1000], &odd[1000..]), (1024, &text[..1000], &[0u8; 24][..]));
         }
         // A xorshift stream does not compress: the tier is skipped.
         let mut x = 0x9E37_79B9_7F4A_7C15u64;

@@ -89,13 +89,15 @@
 //! requests in flight. An I/O error of the backing store fails only the
 //! pages concerned (EIO) and is counted.
 //!
-//! ## Later
+//! ## Where the bytes live
 //!
-//! The RAM tier uses one heap allocation per page today (as before the
-//! pager). The page store's next steps, in order: arenas of large mmap'd
-//! regions with reusable slots (so RSS follows `ram_bytes` exactly), a large
-//! file's resident pages in a memory file of its own (memfd) that FUSE
-//! passthrough can hand to the kernel, NUMA placement of those arenas.
+//! Resident and compressed pages are slots of the daemon's arenas
+//! (core/arena.rs: 2 MiB chunks, 64 size classes, spans taken fullest
+//! first, wholly free spans given back), so RSS follows `ram_bytes`; the
+//! reclaimer gives back the spans its page-outs empty. A large file's
+//! resident pages live in a kernel memory file of its own instead
+//! (core/memfile.rs, core/kpager.rs), which FUSE passthrough hands to the
+//! kernel. Next: NUMA placement of both (issue 10).
 
 pub mod backing;
 pub mod codec;
@@ -107,6 +109,7 @@ use backing::{Backing, DiskRef, LoadError};
 use codec::Codec;
 use policy::{PageId, Queue, S3Fifo, Verdict};
 
+use super::arena::PageBuf;
 use super::data::Slot;
 use super::types::PAGE_SIZE;
 use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, Mutex, Ordering};
@@ -132,7 +135,7 @@ pub struct PagerConfig {
 /// A page that is not resident: what a page-in needs to load it.
 #[derive(Clone, Debug)]
 pub enum Cold {
-    Zip(Arc<[u8]>),
+    Zip(Arc<PageBuf>),
     Disk(DiskRef),
 }
 
@@ -416,7 +419,7 @@ impl Pager {
 
     /// Load a cold page under its file's lock (the slot cannot change
     /// meanwhile): its bytes, or EIO, counted.
-    pub fn load(&self, cold: &Cold) -> Result<Box<[u8]>, PageError> {
+    pub fn load(&self, cold: &Cold) -> Result<PageBuf, PageError> {
         self.load_many(&[cold]).pop().unwrap_or(Err(Fault::Io)).map_err(|f| {
             self.count_fault(f);
             PageError
@@ -428,7 +431,7 @@ impl Pager {
     /// counted here: read with no lock held, the slot may have been freed
     /// and reused meanwhile, which is no fault at all; the caller counts it
     /// ([`Pager::count_fault`]) once it has seen the slot unchanged.
-    pub fn load_many(&self, cold: &[&Cold]) -> Vec<Result<Box<[u8]>, Fault>> {
+    pub fn load_many(&self, cold: &[&Cold]) -> Vec<Result<PageBuf, Fault>> {
         let disk: Vec<DiskRef> =
             cold.iter().filter_map(|c| if let Cold::Disk(r) = c { Some(*r) } else { None }).collect();
         let mut loaded = match &self.backing {
@@ -441,7 +444,7 @@ impl Pager {
                 let page = match c {
                     Cold::Zip(z) => codec::decompress(z).ok_or(Fault::Checksum),
                     Cold::Disk(r) => match loaded.next().unwrap_or(Err(LoadError::Io)) {
-                        Ok(bytes) if r.raw => Ok(bytes.into_boxed_slice()),
+                        Ok(bytes) if r.raw => Ok(PageBuf::copy_of(&bytes)),
                         Ok(bytes) => codec::decompress(&bytes).ok_or(Fault::Checksum),
                         Err(LoadError::Checksum) => Err(Fault::Checksum),
                         Err(LoadError::Io) => Err(Fault::Io),

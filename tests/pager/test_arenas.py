@@ -1,0 +1,132 @@
+"""The page arenas (core/arena.rs) and huge= (memfs only).
+
+Owns: what the daemon's memory looks like from outside while it holds
+file pages: the arena figures in stats/usage against what is stored, RSS
+under a ram= ceiling against the ceiling, memory back after deletion, and
+transparent huge pages with huge=always and none with huge=never, in the
+daemon's arenas and in the private tmpfs of memory files. Memory use is a
+behaviour here, not a timing; waits are for asynchronous frees and trims.
+"""
+import os
+
+import pytest
+
+from mounts import daemon_pid  # tests/ is on sys.path (conftest)
+
+from .helpers import MIB, binary_pool, memfs, require_root_and_memfs, scratch_dir, settle
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(autouse=True)
+def _root_and_binary():
+    require_root_and_memfs()
+
+
+def usage(mnt):
+    with open(os.path.join(mnt, ".memfs", "stats", "usage")) as f:
+        return {k: int(v) for k, v in (line.rstrip("\n").split(": ") for line in f)}
+
+
+def kib_field(path, name):
+    with open(path) as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {name} in {path}")
+
+
+def rss(pid):
+    return kib_field(f"/proc/{pid}/status", "VmRSS")
+
+
+def thp_available():
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return "[never]" not in f.read()
+    except OSError:
+        return False
+
+
+def write_small_files(mnt, n, size):
+    block = os.urandom(size)
+    for i in range(n):
+        with open(os.path.join(mnt, f"s{i}"), "wb") as f:
+            f.write(block)
+
+
+def test_arena_figures_follow_the_pages_stored_and_freed():
+    with memfs("size=1G,passthrough=off") as mnt:
+        pid = daemon_pid(mnt)
+        fresh = rss(pid)
+        assert usage(mnt)["arena_bytes"] == 0
+        # 2,048 files of 16 KiB (four whole pages each) and 2,048 of 1 KiB
+        # (one 1 KiB slot each, as small files have always been kept).
+        write_small_files(mnt, 2048, 16 * 1024)
+        for i in range(2048):
+            with open(os.path.join(mnt, f"k{i}"), "wb") as f:
+                f.write(b"k" * 1024)
+        u = usage(mnt)
+        assert u["arena_bytes"] == 2048 * 16 * 1024 + 2048 * 1024, u
+        for i in range(2048):
+            os.unlink(os.path.join(mnt, f"s{i}"))
+        u = settle(lambda: usage(mnt), lambda u: u["arena_bytes"] == 2048 * 1024)
+        assert u["arena_bytes"] == 2048 * 1024, u
+        # The freed pages go back to the kernel (at once for whole chunks,
+        # else at the idle trim): RSS ends near the fresh daemon's plus
+        # what is still stored.
+        left = settle(lambda: rss(pid), lambda r: r <= fresh + 16 * MIB, timeout=10)
+        assert left <= fresh + 16 * MIB, (fresh, left)
+        for i in range(0, 2048, 97):
+            with open(os.path.join(mnt, f"k{i}"), "rb") as f:
+                assert f.read() == b"k" * 1024
+
+
+def test_rss_under_a_ceiling_stays_near_it():
+    # 96 MiB of programs and libraries through a 16 MiB ceiling: pages are
+    # compressed (slots of every size come and go) and written back.
+    ceiling = 16 * MIB
+    pool = binary_pool(limit=8 * MIB)
+    with scratch_dir() as back, memfs(f"size=1G,ram=16M,backing={back},passthrough=off") as mnt:
+        pid = daemon_pid(mnt)
+        fresh = rss(pid)
+        peak = 0
+        for i in range(12):
+            with open(os.path.join(mnt, f"f{i}"), "wb") as f:
+                f.write(pool)
+            peak = max(peak, rss(pid))
+        pages = 12 * len(pool) // 4096
+        # The ceiling, a tenth more, the per-page index (under 100 bytes a
+        # page) and the fresh daemon.
+        bound = fresh + ceiling * 11 // 10 + pages * 100 + 4 * MIB
+        end = settle(lambda: rss(pid), lambda r: r <= bound, timeout=5)
+        assert end <= bound, (fresh, peak, end, bound, usage(mnt))
+        for i in (0, 11):
+            with open(os.path.join(mnt, f"f{i}"), "rb") as f:
+                assert f.read() == pool
+
+
+@pytest.mark.parametrize("huge", ["never", "always"])
+def test_huge_pages_in_arenas_and_memory_files(huge):
+    if huge == "always" and not thp_available():
+        pytest.skip("transparent huge pages are disabled on this kernel")
+    with memfs(f"size=1G,huge={huge}") as mnt:
+        pid = daemon_pid(mnt)
+        shmem_before = kib_field("/proc/meminfo", "ShmemHugePages")
+        # Small files (the daemon's arenas) and one large file (a memory
+        # file in the private tmpfs, which takes the mount's huge=).
+        write_small_files(mnt, 512, 128 * 1024)
+        with open(os.path.join(mnt, "big"), "wb") as f:
+            f.write(os.urandom(64 * MIB))
+        anon_huge = kib_field(f"/proc/{pid}/smaps_rollup", "AnonHugePages")
+        shmem_huge = kib_field("/proc/meminfo", "ShmemHugePages") - shmem_before
+        with open(os.path.join(mnt, ".memfs", "stats", "passthrough")) as f:
+            memory_files = "memory_files: 1" in f.read()
+        if huge == "never":
+            assert anon_huge == 0, anon_huge
+            if memory_files:
+                assert shmem_huge < 2 * MIB, shmem_huge
+        else:
+            assert anon_huge >= 16 * MIB, anon_huge
+            if memory_files:
+                assert shmem_huge >= 32 * MIB, shmem_huge
