@@ -401,8 +401,8 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "huge",
         takes_value: true,
         help: "never, always, within_size or advise (tmpfs's names): transparent huge pages for the memory \
-               files of large files (the private tmpfs's huge=) and, with always or within_size, for the \
-               daemon's page arenas; set at mount (default never, as tmpfs)",
+               files of large files (the private tmpfs's huge=) and, with always, for the daemon's page \
+               arenas too; set at mount (default within_size: large files only, never past their size)",
         apply: |o, v| {
             o.huge = Huge::parse(v)?;
             Ok(())
@@ -569,7 +569,7 @@ impl MountOptions {
             readahead: None,
             passthrough: PassthroughMode::default(),
             passthrough_min: DEFAULT_PASSTHROUGH_MIN,
-            huge: Huge::default(),
+            huge: Huge::WithinSize,
         }
     }
 
@@ -788,8 +788,8 @@ mod tests {
 
     #[test]
     fn huge() {
-        assert_eq!(d().huge, Huge::Never, "tmpfs's default");
-        for (v, h) in [("always", Huge::Always), ("within_size", Huge::WithinSize), ("advise", Huge::Advise)] {
+        assert_eq!(d().huge, Huge::WithinSize, "docs/TUNABLES.md says why not tmpfs's never");
+        for (v, h) in [("always", Huge::Always), ("never", Huge::Never), ("advise", Huge::Advise)] {
             assert_eq!(parse(&format!("huge={v}"), d()).unwrap().huge, h);
         }
     }

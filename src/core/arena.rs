@@ -50,15 +50,18 @@ const OS_PAGE: usize = 4096;
 const SMALLEST: usize = 64;
 const CLASSES: usize = OS_PAGE / SMALLEST;
 
-/// Transparent huge pages for the arenas (`huge=`, tmpfs's names).
+/// Transparent huge pages (`huge=`, tmpfs's names): the private tmpfs of
+/// memory files takes it as its own; here, what the arenas do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Huge {
-    /// Never (`MADV_NOHUGEPAGE`): tmpfs's default.
+    /// Never (`MADV_NOHUGEPAGE`): tmpfs's default; the arenas' start.
     #[default]
     Never,
-    /// Full-page chunks ask for huge pages (`MADV_HUGEPAGE`).
+    /// Full-page chunks ask for huge pages too (`MADV_HUGEPAGE`).
     Always,
-    /// As `always` for the arenas (they hold only pages within files' sizes).
+    /// Huge pages for a memory file where its size covers them (the
+    /// private tmpfs's own rule); the arenas, shared by many small files,
+    /// stay in small pages.
     WithinSize,
     /// Only where the user advises it: nobody can advise the daemon's
     /// memory, so the arenas are as `never` (memory files follow the
@@ -78,7 +81,7 @@ impl Huge {
     }
 
     fn arenas_huge(self) -> bool {
-        matches!(self, Huge::Always | Huge::WithinSize)
+        self == Huge::Always
     }
 }
 

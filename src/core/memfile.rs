@@ -127,8 +127,19 @@ fn detached_tmpfs(size_bytes: u64, huge: &str) -> io::Result<OwnedFd> {
 impl KernelStore {
     /// A private detached tmpfs of `size_bytes` when the daemon may make one,
     /// else memfd files.
+    /// A kernel without transparent huge pages refuses any `huge=` but
+    /// never: the instance is then made without huge pages.
     pub fn new(size_bytes: u64, huge: Huge) -> KernelStore {
-        KernelStore { mount: detached_tmpfs(size_bytes, &huge.to_string()).ok().map(Arc::new) }
+        let mount = detached_tmpfs(size_bytes, &huge.to_string())
+            .or_else(|e| {
+                if huge == Huge::Never {
+                    return Err(e);
+                }
+                log::info!("private tmpfs: huge={huge} refused ({e}); without huge pages");
+                detached_tmpfs(size_bytes, "never")
+            })
+            .ok();
+        KernelStore { mount: mount.map(Arc::new) }
     }
 
     /// memfd files only (tests, and where a private tmpfs is not wanted).

@@ -48,6 +48,29 @@ def thp_available():
         return False
 
 
+def large_folio_bytes():
+    """Bytes of shmem folios larger than a page allocated since boot, by
+    size (hugepages-<N>kB/stats/shmem_alloc); None where the kernel does
+    not count them. tmpfs instances with huge= allocate folios of any
+    order up to what a write covers, not only 2 MiB pages."""
+    base = "/sys/kernel/mm/transparent_hugepage"
+    total = None
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return None
+    for name in names:
+        if not (name.startswith("hugepages-") and name.endswith("kB")):
+            continue
+        try:
+            with open(os.path.join(base, name, "stats", "shmem_alloc")) as f:
+                n = int(f.read())
+        except OSError:
+            continue
+        total = (total or 0) + n * int(name[len("hugepages-"):-2]) * 1024
+    return total
+
+
 def write_small_files(mnt, n, size):
     block = os.urandom(size)
     for i in range(n):
@@ -106,13 +129,14 @@ def test_rss_under_a_ceiling_stays_near_it():
                 assert f.read() == pool
 
 
-@pytest.mark.parametrize("huge", ["never", "always"])
+@pytest.mark.parametrize("huge", ["never", "within_size", "always"])
 def test_huge_pages_in_arenas_and_memory_files(huge):
-    if huge == "always" and not thp_available():
+    if huge != "never" and not thp_available():
         pytest.skip("transparent huge pages are disabled on this kernel")
     with memfs(f"size=1G,huge={huge}") as mnt:
         pid = daemon_pid(mnt)
         shmem_before = kib_field("/proc/meminfo", "ShmemHugePages")
+        folios_before = large_folio_bytes()
         # Small files (the daemon's arenas) and one large file (a memory
         # file in the private tmpfs, which takes the mount's huge=).
         write_small_files(mnt, 512, 128 * 1024)
@@ -120,13 +144,23 @@ def test_huge_pages_in_arenas_and_memory_files(huge):
             f.write(os.urandom(64 * MIB))
         anon_huge = kib_field(f"/proc/{pid}/smaps_rollup", "AnonHugePages")
         shmem_huge = kib_field("/proc/meminfo", "ShmemHugePages") - shmem_before
+        folios = None if folios_before is None else large_folio_bytes() - folios_before
         with open(os.path.join(mnt, ".memfs", "stats", "passthrough")) as f:
             memory_files = "memory_files: 1" in f.read()
-        if huge == "never":
-            assert anon_huge == 0, anon_huge
-            if memory_files:
-                assert shmem_huge < 2 * MIB, shmem_huge
-        else:
+        # The arenas take huge pages only when asked for always: they are
+        # shared by many small files.
+        if huge == "always":
             assert anon_huge >= 16 * MIB, anon_huge
-            if memory_files:
-                assert shmem_huge >= 32 * MIB, shmem_huge
+        else:
+            assert anon_huge == 0, anon_huge
+        if not memory_files:
+            return
+        if huge == "never":
+            assert shmem_huge < 2 * MIB, shmem_huge
+            assert folios is None or folios < 2 * MIB, folios
+        elif huge == "always":
+            assert shmem_huge >= 32 * MIB, shmem_huge
+        elif folios is not None:
+            # within_size: folios no larger than what each write covers (the
+            # daemon writes 128 KiB at a time), never a page past the size.
+            assert folios >= 32 * MIB, folios
