@@ -235,7 +235,10 @@ fn kernel_files(opts: &MountOptions) -> Result<Option<(KernelStore, u64)>, Strin
             Ok(None)
         }
         None => {
-            let store = KernelStore::new(opts.size, opts.huge);
+            if opts.memory_file_huge() != opts.huge {
+                log::info!("memory files: huge=never under a RAM ceiling (the pager pages them a page at a time)");
+            }
+            let store = KernelStore::new(opts.size, opts.memory_file_huge());
             log::info!("passthrough: files of {} bytes or more in {} memory files", opts.passthrough_min, store.kind());
             Ok(Some((store, opts.passthrough_min)))
         }

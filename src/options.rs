@@ -578,6 +578,20 @@ impl MountOptions {
         self.size.div_ceil(PAGE_SIZE)
     }
 
+    /// `huge=` for the private tmpfs of memory files: never under a RAM
+    /// ceiling, whatever was asked. The pager pages memory files out a
+    /// page at a time by punching holes, and a hole in a large folio gives
+    /// no memory back unless the kernel can split the folio (measured: with
+    /// within_size, paged-out memory files kept their RAM and writes got
+    /// ENOSPC at twice the ceiling).
+    pub fn memory_file_huge(&self) -> Huge {
+        if self.ram > 0 || self.swappct.is_some() {
+            Huge::Never
+        } else {
+            self.huge
+        }
+    }
+
     /// The pager's RAM ceiling in bytes from `ram=` or `swappct=` (0: no
     /// pager), or why the pager options do not fit together.
     pub fn ram_ceiling(&self) -> Result<u64, String> {
@@ -789,6 +803,9 @@ mod tests {
     #[test]
     fn huge() {
         assert_eq!(d().huge, Huge::WithinSize, "docs/TUNABLES.md says why not tmpfs's never");
+        assert_eq!(d().memory_file_huge(), Huge::WithinSize);
+        let paged = parse("ram=64M,huge=always", d()).unwrap();
+        assert_eq!((paged.huge, paged.memory_file_huge()), (Huge::Always, Huge::Never), "the arenas keep it");
         for (v, h) in [("always", Huge::Always), ("never", Huge::Never), ("advise", Huge::Advise)] {
             assert_eq!(parse(&format!("huge={v}"), d()).unwrap().huge, h);
         }

@@ -55,7 +55,7 @@ impl Fs {
                 moved = true;
                 continue;
             }
-            if p.zip_over_share() && self.write_back(p) > 0 {
+            if (p.zip_over_share() || p.zip_before_main()) && self.write_back(p) > 0 {
                 moved = true;
                 continue;
             }

@@ -311,6 +311,16 @@ impl Pager {
             && get(&self.c.zip_bytes).saturating_mul(100) > self.limit().saturating_mul(ZIP_SHARE_PCT)
     }
 
+    /// Whether compressed pages should go to the backing store before a
+    /// page of the main queue (the hot set) leaves RAM: a long scan fills
+    /// the small queue, its pages are compressed, and the compressed tier
+    /// then holds RAM the hot set needs. Writing those back first keeps
+    /// the hot set (case 2 of the pager benchmark: all of it was lost
+    /// before).
+    pub(super) fn zip_before_main(&self) -> bool {
+        self.backing.is_some() && get(&self.c.zip_bytes) > 0 && self.policy.lock().next_is_main()
+    }
+
     /// RAM below which the background reclaimer stops (a sixteenth of the
     /// ceiling under it), and above which it is woken (a thirty-second).
     pub fn low_watermark(&self) -> u64 {
