@@ -402,7 +402,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         takes_value: true,
         help: "never, always, within_size or advise (tmpfs's names): transparent huge pages for the memory \
                files of large files (the private tmpfs's huge=) and, with always, for the daemon's page \
-               arenas too; set at mount (default within_size: large files only, never past their size)",
+               arenas too; set at mount (default never, as tmpfs: blocks and df as tmpfs counts them)",
         apply: |o, v| {
             o.huge = Huge::parse(v)?;
             Ok(())
@@ -569,7 +569,7 @@ impl MountOptions {
             readahead: None,
             passthrough: PassthroughMode::default(),
             passthrough_min: DEFAULT_PASSTHROUGH_MIN,
-            huge: Huge::WithinSize,
+            huge: Huge::Never,
         }
     }
 
@@ -802,11 +802,11 @@ mod tests {
 
     #[test]
     fn huge() {
-        assert_eq!(d().huge, Huge::WithinSize, "docs/TUNABLES.md says why not tmpfs's never");
-        assert_eq!(d().memory_file_huge(), Huge::WithinSize);
+        assert_eq!(d().huge, Huge::Never, "tmpfs's default: docs/TUNABLES.md says why");
+        assert_eq!(parse("huge=within_size", d()).unwrap().memory_file_huge(), Huge::WithinSize);
         let paged = parse("ram=64M,huge=always", d()).unwrap();
         assert_eq!((paged.huge, paged.memory_file_huge()), (Huge::Always, Huge::Never), "the arenas keep it");
-        for (v, h) in [("always", Huge::Always), ("never", Huge::Never), ("advise", Huge::Advise)] {
+        for (v, h) in [("always", Huge::Always), ("within_size", Huge::WithinSize), ("advise", Huge::Advise)] {
             assert_eq!(parse(&format!("huge={v}"), d()).unwrap().huge, h);
         }
     }
