@@ -23,8 +23,8 @@
 //!   (`MADV_DONTNEED`), so the daemon's RSS follows what is stored; the
 //!   pager's reclaimer trims once empty spans pass a sixteenth of what is
 //!   in use ([`trim_if_slack`]), an idle mount after deletions (trim.rs);
-//!   a chunk that empties is given back at once (and unmapped but for one
-//!   spare per class);
+//!   a chunk that empties is unmapped, but for one spare per class kept
+//!   until the next trim;
 //! - a chunk is the unit that `huge=` (transparent huge pages, [`Huge`])
 //!   and later NUMA placement (issue 10, `mbind` per chunk) apply to.
 //!
@@ -479,33 +479,34 @@ impl Arenas {
         self.in_use.fetch_sub(size as u64, Ordering::Relaxed);
     }
 
-    /// Chunk `base` has no slot in use: give its memory back now; keep it
-    /// as the spare, or unmap it if there is a spare already.
+    /// Chunk `base` has no slot in use: keep it as the spare (its memory
+    /// stays for the next allocations, until a trim), or unmap it if there
+    /// is a spare already. Giving a lone emptied chunk back at once made a
+    /// create/write/delete loop pay an madvise and a page fault per file.
     fn chunk_emptied(&self, c: &mut Class, g: &Geometry, base: usize) {
-        let Some(ch) = c.chunks.get_mut(&base) else { return };
-        if ch.untrimmed {
-            // SAFETY: no slot of the chunk is in use.
-            unsafe {
-                libc::madvise(base as *mut libc::c_void, CHUNK, libc::MADV_DONTNEED);
-            }
-            let dirty: u32 = ch.dirty.iter().map(|w| w.count_ones()).sum();
-            let bytes = (dirty as usize * g.span_bytes()) as i64;
-            self.slack.fetch_sub(bytes, Ordering::Relaxed);
-            self.trimmed.fetch_add(bytes as u64, Ordering::Relaxed);
-            ch.dirty.fill(0);
-            ch.untrimmed = false;
-        }
         match c.spare {
             None => c.spare = Some(base),
             Some(s) if s != base => {
                 // Keep the lower one (used first), unmap the other.
                 let (keep, gone) = (s.min(base), s.max(base));
                 c.spare = Some(keep);
+                self.forget_dirty(c, g, gone);
                 c.drop_chunk(gone);
                 self.unmap_chunk(gone);
             }
             Some(_) => {}
         }
+    }
+
+    /// Chunk `base` is about to go: its empty spans in RAM are no longer
+    /// slack, and count as given back.
+    fn forget_dirty(&self, c: &Class, g: &Geometry, base: usize) -> u64 {
+        let Some(ch) = c.chunks.get(&base) else { return 0 };
+        let dirty: u32 = ch.dirty.iter().map(|w| w.count_ones()).sum();
+        let bytes = (dirty as usize * g.span_bytes()) as u64;
+        self.slack.fetch_sub(bytes as i64, Ordering::Relaxed);
+        self.trimmed.fetch_add(bytes, Ordering::Relaxed);
+        bytes
     }
 
     /// Map a 2 MiB-aligned chunk (map twice the size, cut the ends off).
@@ -571,6 +572,7 @@ impl Arenas {
                 let mut c = self.classes[class].lock();
                 if c.spare == Some(base) {
                     c.spare = None;
+                    given += self.forget_dirty(&c, &g, base);
                     c.drop_chunk(base);
                     self.unmap_chunk(base);
                     continue;
@@ -667,7 +669,9 @@ mod tests {
         assert_eq!(resident(base, 2 * OS_PAGE), 0);
         assert_eq!(resident(base + 2 * OS_PAGE, OS_PAGE), OS_PAGE);
         a.free(ptrs[8], class);
-        assert_eq!(resident(base, 3 * OS_PAGE), 0, "an emptied chunk is given back at once");
+        assert_eq!(resident(base + 2 * OS_PAGE, OS_PAGE), OS_PAGE, "the emptied chunk is kept as the spare");
+        assert_eq!(a.trim(), OS_PAGE as u64, "and unmapped by the next trim (its one page in RAM)");
+        assert_eq!(a.chunks(class), 0);
     }
 
     /// Resident bytes of `[addr, addr+len)` (mincore).
