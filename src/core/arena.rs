@@ -388,7 +388,7 @@ pub fn trim_if_slack() -> u64 {
 }
 
 /// Empty-span bytes below which [`trim_if_slack`] does nothing.
-pub const SLACK_MIN: u64 = 4 << 20;
+pub const SLACK_MIN: u64 = 1 << 20;
 
 /// Give back to the kernel every wholly free span of the arenas (and unmap
 /// the spare empty chunks); returns the bytes given back. Takes each

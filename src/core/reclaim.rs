@@ -48,14 +48,22 @@ impl Fs {
         let mut moved = false;
         let mut busy = false;
         while !p.admits(need) && budget > 0 {
-            // Memory files on probation first (core/kpager.rs).
+            // The compressed tier past its share first: evicting more only
+            // grows it (measured: memory files on probation kept being
+            // compressed until the tier held 70% of the ceiling and the hot
+            // set no longer fit in what was left).
+            if p.zip_over_share() && self.write_back(p) > 0 {
+                moved = true;
+                continue;
+            }
+            // Memory files on probation (core/kpager.rs).
             let (n, was_busy) = self.evict_memory_file_pages(p, BATCH, true);
             busy |= was_busy;
             if n > 0 {
                 moved = true;
                 continue;
             }
-            if (p.zip_over_share() || p.zip_before_main()) && self.write_back(p) > 0 {
+            if p.zip_before_main() && self.write_back(p) > 0 {
                 moved = true;
                 continue;
             }

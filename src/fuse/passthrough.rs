@@ -77,7 +77,12 @@ impl Passthrough {
         // open does not pin the file (which would page it in whole under
         // ram=): it is cached, unless passthrough opens exist already.
         let look_only = flags & libc::O_NONBLOCK != 0;
-        if !look_only {
+        // Only opens that may read count toward keeping a memory file in
+        // RAM: a file written once and read once (a scan over what a copy
+        // just wrote) stays on probation, as its pages would in S3-FIFO's
+        // small queue; counting the writer's open made it look as used as
+        // the hot set, and the scan pushed the hot set out (case 2).
+        if !look_only && flags & libc::O_ACCMODE != libc::O_WRONLY {
             fs.note_open(ino.0);
         }
         // While an inode has passthrough opens, the kernel takes no other
