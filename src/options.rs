@@ -6,7 +6,7 @@
 //! suffixes (powers of 1024, as tmpfs's memparse) and, for `size=`, a
 //! percentage of RAM; `nr_inodes=0` and `size=0` mean unlimited.
 
-use fuser::MountOption;
+use fuser::{MountOption, UringMode};
 
 use std::path::PathBuf;
 
@@ -68,6 +68,8 @@ pub struct MountOptions {
     pub passthrough: PassthroughMode,
     /// `passthrough_min=`: size from which a file's bytes live in a kernel memory file.
     pub passthrough_min: u64,
+    /// `uring=`: serve requests over FUSE-over-io_uring queues (docs/TRANSPORT.md).
+    pub uring: UringMode,
 }
 
 /// `passthrough=auto|on|off`.
@@ -94,6 +96,16 @@ pub struct OptionSpec {
     pub takes_value: bool,
     pub help: &'static str,
     apply: Apply,
+}
+
+/// The value of an `auto|on|off` option, as `[auto, on, off]` name it.
+fn auto_on_off<T: Copy>(v: &str, [auto, on, off]: [T; 3]) -> Result<T, String> {
+    match v {
+        "auto" => Ok(auto),
+        "on" => Ok(on),
+        "off" => Ok(off),
+        _ => Err("must be auto, on or off".into()),
+    }
 }
 
 fn flag(o: &mut MountOptions, f: MountOption) {
@@ -375,12 +387,7 @@ pub const OPTIONS: &[OptionSpec] = &[
                are opened with FUSE passthrough (kernel speed, held once; needs CAP_SYS_ADMIN and no ram=). \
                auto: where possible (default); on: or the mount fails",
         apply: |o, v| {
-            o.passthrough = match v {
-                "auto" => PassthroughMode::Auto,
-                "on" => PassthroughMode::On,
-                "off" => PassthroughMode::Off,
-                _ => return Err("must be auto, on or off".into()),
-            };
+            o.passthrough = auto_on_off(v, [PassthroughMode::Auto, PassthroughMode::On, PassthroughMode::Off])?;
             Ok(())
         },
     },
@@ -391,6 +398,17 @@ pub const OPTIONS: &[OptionSpec] = &[
                (default 1m; 0 = every file)",
         apply: |o, v| {
             o.passthrough_min = parse_count(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "uring",
+        takes_value: true,
+        help: "auto, on or off: requests over FUSE-over-io_uring, a queue per CPU (Linux 6.14+, and root must \
+               write Y to /sys/module/fuse/parameters/enable_uring). auto: when the kernel offers it (default); \
+               on: or the mount fails; off: /dev/fuse only",
+        apply: |o, v| {
+            o.uring = auto_on_off(v, [UringMode::Auto, UringMode::On, UringMode::Off])?;
             Ok(())
         },
     },
@@ -555,6 +573,7 @@ impl MountOptions {
             readahead: None,
             passthrough: PassthroughMode::default(),
             passthrough_min: DEFAULT_PASSTHROUGH_MIN,
+            uring: UringMode::Auto,
         }
     }
 
@@ -716,6 +735,15 @@ mod tests {
         for bad in ["", "k", "1 2", " 1", "1.5G", "1GB", "1KiB", "0x10", "+1", "1g2"] {
             assert!(parse_count(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn uring_is_auto_on_or_off() {
+        assert_eq!(d().uring, UringMode::Auto);
+        assert_eq!(parse("uring=on", d()).unwrap().uring, UringMode::On);
+        assert_eq!(parse("uring=off", d()).unwrap().uring, UringMode::Off);
+        assert_eq!(parse("uring=auto", d()).unwrap().uring, UringMode::Auto);
+        assert!(parse("uring=yes", d()).unwrap_err().contains("uring"));
     }
 
     #[test]

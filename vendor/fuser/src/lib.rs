@@ -49,6 +49,7 @@ pub use crate::ll::request::LockOwner;
 pub use crate::ll::request::Version;
 pub use crate::mnt::mount_options::Config;
 pub use crate::mnt::mount_options::MountOption;
+pub use crate::mnt::mount_options::UringMode;
 pub use crate::notify::Notifier;
 pub use crate::notify::PollHandle;
 pub use crate::notify::PollNotifier;
@@ -71,8 +72,8 @@ pub use crate::reply::ReplyLseek;
 pub use crate::reply::ReplyOpen;
 pub use crate::reply::ReplyPoll;
 pub use crate::reply::ReplyStatfs;
-pub use crate::reply::ReplyWrite;
 pub use crate::reply::ReplyStatx;
+pub use crate::reply::ReplyWrite;
 pub use crate::reply::ReplyXattr;
 pub use crate::request_param::Request;
 pub use crate::session::BackgroundSession;
@@ -80,6 +81,9 @@ use crate::session::MAX_WRITE_SIZE;
 pub use crate::session::Session;
 pub use crate::session::SessionACL;
 pub use crate::session::SessionUnmounter;
+pub use crate::uring::Transport;
+pub use crate::uring::TransportStatus;
+pub use crate::uring::kernel_enabled as uring_enabled_in_kernel;
 
 mod access_flags;
 mod bsd_file_flags;
@@ -102,6 +106,7 @@ mod request;
 mod request_param;
 mod session;
 mod time;
+mod uring;
 
 /// We generally support async reads
 #[cfg(not(target_os = "macos"))]
@@ -859,8 +864,18 @@ pub trait Filesystem: Send + Sync + 'static {
     /// Create and open an unnamed file in directory `parent` (O_TMPFILE).
     /// Like [`Filesystem::create`], but the new inode gets no name: its link
     /// count is 0 until a link(2) gives it one. (memfs patch.)
-    fn tmpfile(&self, _req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
-        warn!("[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, umask: {umask:#x?}, flags: {flags:#x?})");
+    fn tmpfile(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        warn!(
+            "[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, umask: {umask:#x?}, flags: {flags:#x?})"
+        );
         reply.error(Errno::ENOSYS);
     }
 
@@ -868,8 +883,18 @@ pub trait Filesystem: Send + Sync + 'static {
     /// STATX_BTIME). `flags` and `mask` are statx's. Without an
     /// implementation the kernel stops asking and shows no birth time.
     /// (memfs patch.)
-    fn statx(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, flags: u32, mask: u32, reply: ReplyStatx) {
-        warn!("[Not Implemented] statx(ino: {ino:#x?}, fh: {fh:#x?}, flags: {flags:#x}, mask: {mask:#x})");
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        flags: u32,
+        mask: u32,
+        reply: ReplyStatx,
+    ) {
+        warn!(
+            "[Not Implemented] statx(ino: {ino:#x?}, fh: {fh:#x?}, flags: {flags:#x}, mask: {mask:#x})"
+        );
         reply.error(Errno::ENOSYS);
     }
 
