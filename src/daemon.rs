@@ -131,15 +131,31 @@ fn check_uring(opts: &MountOptions) -> Result<(), String> {
     }
 }
 
-/// Report the session's transport in the statistics and the log.
-fn publish_transport(status: fuser::TransportStatus, stats: &Stats) {
-    let t = status.get();
-    match t {
+/// The line the mount logs about its transport.
+fn transport_line(status: &fuser::TransportStatus, mountpoint: &Path) -> String {
+    let how = match status.get() {
         Transport::IoUring | Transport::IoUringStarting => {
-            log::info!("transport: FUSE over io_uring, {} queues (one per possible CPU)", status.queues())
+            format!("FUSE over io_uring, {} queues (one per possible CPU)", status.queues())
         }
-        _ => log::info!("transport: /dev/fuse"),
+        _ => "/dev/fuse".to_string(),
+    };
+    format!("memfs {}: transport {how}", mountpoint.display())
+}
+
+/// Log `line` at mount: to syslog (the daemon has no terminal), and to
+/// stderr as well in the foreground.
+fn log_mount_line(line: &str, foreground: bool) {
+    if foreground {
+        eprintln!("{line}");
     }
+    if let Ok(msg) = std::ffi::CString::new(line) {
+        // SAFETY: a constant format string and a NUL-terminated argument.
+        unsafe { libc::syslog(libc::LOG_DAEMON | libc::LOG_INFO, c"%s".as_ptr(), msg.as_ptr()) };
+    }
+}
+
+/// Report the session's transport in the statistics.
+fn publish_transport(status: fuser::TransportStatus, stats: &Stats) {
     stats.transport.set(Box::new(move || {
         let t = status.get();
         let io_uring = matches!(t, Transport::IoUring | Transport::IoUringStarting);
@@ -155,6 +171,7 @@ fn same_kind(a: &MountOption, b: &MountOption) -> bool {
 /// Mount and serve in this process; `status` (daemon mode) hears "ok" once
 /// the mount is live, or the error that prevented it.
 fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result<(), String> {
+    let foreground = status.is_none();
     let session = match (mount_session(mountpoint, opts), status) {
         (Ok(session), Some(mut status)) => {
             status.write_all(b"ok\n").map_err(|e| format!("cannot report to the starting process: {e}"))?;
@@ -169,6 +186,7 @@ fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result
         }
         (Err(e), None) => return Err(e),
     };
+    log_mount_line(&transport_line(&session.transport_status(), mountpoint), foreground);
     let _ = std::env::set_current_dir("/");
     session.run().map_err(|e| format!("serving {}: {e}", mountpoint.display()))
 }

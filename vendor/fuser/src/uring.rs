@@ -436,7 +436,13 @@ impl std::fmt::Debug for UringSetup {
 /// The number of possible CPUs (the kernel's `num_possible_cpus()`, which
 /// sets its number of queues).
 pub(crate) fn possible_cpus() -> io::Result<usize> {
-    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    cpu_count(&std::fs::read_to_string(
+        "/sys/devices/system/cpu/possible",
+    )?)
+}
+
+/// The number of CPUs in a kernel CPU list such as `0-3,8,10-11`.
+fn cpu_count(s: &str) -> io::Result<usize> {
     let mut n = 0;
     for part in s.trim().split(',').filter(|p| !p.is_empty()) {
         let (a, b) = part.split_once('-').unwrap_or((part, part));
@@ -569,7 +575,28 @@ pub(crate) fn run_queue<FS: Filesystem>(
     // the session this queue is in place, whatever happened.
     let first = push_all(&mut ring, &mut sqes).and_then(|()| ring.submit().map(drop));
     registered.wait();
-    first?;
+    let result =
+        first.and_then(|()| serve_queue(&q, &mut ring, &mut sqes, &mut in_kernel, buf, se, status));
+    if result.is_err() && in_kernel > 0 {
+        // The kernel may still hold entries pointing at our buffers: never
+        // free them (the process is going away with its session anyway).
+        std::mem::forget(q.clone());
+    }
+    result
+}
+
+/// The queue's loop, after registration: commit replies, wait, serve.
+fn serve_queue<FS: Filesystem>(
+    q: &Arc<QueueShared>,
+    ring: &mut IoUring<Entry128, cqueue::Entry>,
+    sqes: &mut Vec<Entry128>,
+    in_kernel: &mut usize,
+    buf: &mut [u8],
+    se: &SessionEventLoop<FS>,
+    status: &TransportStatus,
+) -> io::Result<()> {
+    let qid = q.qid;
+    let dev = se.ch.as_fd().as_raw_fd();
     let mut end: Option<QueueEnd> = None;
     let mut retries_left = 1000;
     loop {
@@ -581,13 +608,13 @@ pub(crate) fn run_queue<FS: Filesystem>(
                 // only this thread reads its header now.
                 unsafe { (*q.ents[usize::from(ent)].header).ent_in_out.commit_id }
             };
-            sqes.push(fuse_cmd(dev, &q, ent, CMD_COMMIT_AND_FETCH, commit_id));
-            in_kernel += 1;
+            sqes.push(fuse_cmd(dev, q, ent, CMD_COMMIT_AND_FETCH, commit_id));
+            *in_kernel += 1;
         }
-        if end.is_some() && in_kernel == 0 {
+        if end.is_some() && *in_kernel == 0 {
             break;
         }
-        push_all(&mut ring, &mut sqes)?;
+        push_all(ring, sqes)?;
         match ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e)
@@ -603,9 +630,9 @@ pub(crate) fn run_queue<FS: Filesystem>(
         let cqes: Vec<cqueue::Entry> = ring.completion().collect();
         for cqe in cqes {
             if cqe.user_data() == WAKE_TAG {
-                drain_eventfd(&q);
+                drain_eventfd(q);
                 if !cqueue::more(cqe.flags()) {
-                    sqes.push(wake_poll(&q));
+                    sqes.push(wake_poll(q));
                 }
                 continue;
             }
@@ -615,7 +642,7 @@ pub(crate) fn run_queue<FS: Filesystem>(
             if usize::from(ent) >= QUEUE_DEPTH {
                 continue;
             }
-            in_kernel -= 1;
+            *in_kernel -= 1;
             let res = cqe.result();
             if res < 0 {
                 match -res {
@@ -623,8 +650,8 @@ pub(crate) fn run_queue<FS: Filesystem>(
                     libc::EAGAIN if retries_left > 0 && end.is_none() => {
                         retries_left -= 1;
                         std::thread::sleep(std::time::Duration::from_millis(1));
-                        sqes.push(fuse_cmd(dev, &q, ent, CMD_REGISTER, 0));
-                        in_kernel += 1;
+                        sqes.push(fuse_cmd(dev, q, ent, CMD_REGISTER, 0));
+                        *in_kernel += 1;
                     }
                     libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED | libc::ENODEV => {
                         end.get_or_insert(QueueEnd::Disconnected);
@@ -637,14 +664,14 @@ pub(crate) fn run_queue<FS: Filesystem>(
                             "uring queue {qid}: entry {ent}: {}",
                             io::Error::from_raw_os_error(e)
                         );
-                        if in_kernel == 0 {
+                        if *in_kernel == 0 {
                             end.get_or_insert(QueueEnd::Refused(e));
                         }
                     }
                 }
                 continue;
             }
-            serve_entry(&q, ent, buf, se);
+            serve_entry(q, ent, buf, se);
         }
     }
     match end {
@@ -770,4 +797,113 @@ pub(crate) fn log_started(n: usize, payload_len: usize) {
         "FUSE over io_uring: {n} queues of {QUEUE_DEPTH} entries, {} KiB payload buffers",
         payload_len / 1024
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply_to(q: &Arc<QueueShared>, ent: u16) -> UringReply {
+        let null = std::fs::File::options()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        let dev = crate::channel::Channel::new(Arc::new(crate::dev_fuse::DevFuse(null)));
+        UringReply {
+            queue: q.clone(),
+            ent,
+            dev: dev.sender(),
+        }
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(cpu_count("0-1\n").unwrap(), 2);
+        assert_eq!(cpu_count("0").unwrap(), 1);
+        assert_eq!(cpu_count("0-3,8,10-11").unwrap(), 7);
+        assert!(cpu_count("").is_err());
+        assert!(cpu_count("3-1").is_err());
+        assert!(cpu_count("x").is_err());
+    }
+
+    #[test]
+    fn abi_sizes_match_the_kernel() {
+        assert_eq!(size_of::<ReqHeader>(), 288);
+        assert_eq!(size_of::<EntInOut>(), 32);
+        assert_eq!(size_of::<CmdReq>(), 24);
+        let cmd = CmdReq {
+            flags: 0,
+            commit_id: 0x1122,
+            qid: 3,
+            padding: [0; 6],
+        }
+        .bytes();
+        assert_eq!(&cmd[8..10], &0x1122u16.to_ne_bytes());
+        assert_eq!(&cmd[16..18], &3u16.to_ne_bytes());
+    }
+
+    #[test]
+    fn register_sqe_carries_the_iovec_pair() {
+        let q = QueueShared::new(1, 8192).unwrap();
+        let sqe = fuse_cmd(7, &q, 2, CMD_REGISTER, 0);
+        // SAFETY: as in set_sqe_len.
+        let raw: [u8; 128] = unsafe { std::mem::transmute::<Entry128, [u8; 128]>(sqe) };
+        assert_eq!(raw[0], io_uring::opcode::UringCmd80::CODE);
+        assert_eq!(i32::from_ne_bytes(raw[4..8].try_into().unwrap()), 7);
+        let addr = u64::from_ne_bytes(raw[16..24].try_into().unwrap());
+        assert_eq!(addr, q.ents[2].iov.as_ptr() as u64);
+        assert_eq!(u32::from_ne_bytes(raw[24..28].try_into().unwrap()), 2);
+        assert_eq!(u64::from_ne_bytes(raw[32..40].try_into().unwrap()), 2);
+        // The command area starts at byte 48: qid at 48 + 16.
+        assert_eq!(u16::from_ne_bytes(raw[64..66].try_into().unwrap()), 1);
+    }
+
+    #[test]
+    fn a_reply_lands_in_the_entry_and_is_queued_for_commit() {
+        let q = Arc::new(QueueShared::new(0, 8192).unwrap());
+        let mut hdr = [0u8; 16];
+        hdr[0..4].copy_from_slice(&(16u32 + 10).to_ne_bytes());
+        hdr[8..16].copy_from_slice(&42u64.to_ne_bytes());
+        // Header and payload split across slices in odd places.
+        let data = b"0123456789";
+        reply_to(&q, 3)
+            .send(&[
+                IoSlice::new(&hdr[..5]),
+                IoSlice::new(&hdr[5..]),
+                IoSlice::new(&data[..4]),
+                IoSlice::new(&data[4..]),
+            ])
+            .unwrap();
+        let e = &q.ents[3];
+        // SAFETY: the test owns the queue; nothing else touches it.
+        unsafe {
+            let h = &*e.header;
+            assert_eq!(&h.in_out[..16], &hdr);
+            assert_eq!(h.ent_in_out.payload_sz, 10);
+            assert_eq!(std::slice::from_raw_parts(e.payload, 10), data);
+        }
+        assert_eq!(*q.done.lock(), vec![3]);
+    }
+
+    #[test]
+    fn an_oversized_reply_becomes_eio() {
+        let q = Arc::new(QueueShared::new(0, 4096).unwrap());
+        let mut hdr = [0u8; 16];
+        hdr[8..16].copy_from_slice(&7u64.to_ne_bytes());
+        let big = vec![1u8; 5000];
+        reply_to(&q, 0)
+            .send(&[IoSlice::new(&hdr), IoSlice::new(&big)])
+            .unwrap();
+        // SAFETY: as above.
+        unsafe {
+            let h = &*q.ents[0].header;
+            assert_eq!(
+                i32::from_ne_bytes(h.in_out[4..8].try_into().unwrap()),
+                -libc::EIO
+            );
+            assert_eq!(u64::from_ne_bytes(h.in_out[8..16].try_into().unwrap()), 7);
+            assert_eq!(h.ent_in_out.payload_sz, 0);
+        }
+        assert!(reply_to(&q, 1).send(&[IoSlice::new(&hdr[..8])]).is_err());
+    }
 }
