@@ -225,14 +225,16 @@ def test_parked_enospc_replies_from_other_threads(uring_enabled):
                 with open(p, "wb") as f:
                     f.write(b"x" * MIB)
             except OSError as e:
-                # The space comes back when the kernel's FORGET arrives; on
-                # a loaded machine that can take longer than the 20 ms
-                # grace (parked.rs), on /dev/fuse as here: ENOSPC, never
-                # another error or a hang.
+                # The space comes back when the kernel's FORGET arrives (on
+                # the /dev/fuse thread, while the write runs on a queue
+                # thread: parked.rs handles that race). On a very loaded
+                # machine the FORGET can still come after the 20 ms grace,
+                # as on /dev/fuse: then ENOSPC, never another error or a
+                # hang. Before the race was handled, 5 to 8 of the 40 failed.
                 assert e.errno == errno.ENOSPC
                 failures.append(i)
             os.unlink(p)
-        assert len(failures) <= 4, failures
+        assert len(failures) <= 2, failures
         # Held by an open descriptor: the space never comes back, so the
         # parked write is answered ENOSPC by the expiry thread.
         held = os.path.join(mnt, "held")
