@@ -327,6 +327,88 @@ def test_daemon_exits_on_unmount(uring_enabled):
             os.rmdir(path)
 
 
+def wait_exit(pid, timeout=10):
+    """Whether process `pid` (not our child) ended within `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ")[1].split()[0] in "ZX":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@contextlib.contextmanager
+def fusectl():
+    """/sys/fs/fuse/connections, mounted for the test if it was not."""
+    path = "/sys/fs/fuse/connections"
+    mounted_here = False
+    if not os.listdir(path):
+        r = subprocess.run(["mount", "-t", "fusectl", "none", path], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount fusectl: {r.stderr.strip()}")
+        mounted_here = True
+    try:
+        yield path
+    finally:
+        if mounted_here:
+            subprocess.run(["umount", path], capture_output=True)
+
+
+def test_abort_with_requests_in_flight_ends_the_daemon(uring_enabled):
+    """Writing `abort` for the connection while a writer keeps requests on
+    the queues: every queue thread and the daemon end."""
+    path = tempfile.mkdtemp(prefix="memfs-uring-")
+    writer = None
+    try:
+        r = start_memfs(path, "uring=on,size=256M")
+        assert r.returncode == 0, r.stderr
+        pid = daemon_pid(path)
+        writer = subprocess.Popen(["sh", "-c", f"while :; do dd if=/dev/zero of={path}/f bs=64k count=64 "
+                                   f"status=none; rm -f {path}/f; done"], stderr=subprocess.DEVNULL)
+        time.sleep(0.3)
+        with fusectl() as ctl:
+            # The connection's name is the mount's anonymous device number.
+            with open(os.path.join(ctl, str(os.minor(os.stat(path).st_dev)), "abort"), "w") as f:
+                f.write("1")
+            assert wait_exit(pid), "the daemon is still running after abort"
+    finally:
+        if writer:
+            writer.kill()
+            writer.wait()
+        umount(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
+def test_lazy_umount_with_open_files(uring_enabled):
+    """umount -l while a file is open: the open file keeps working through
+    the queues; the daemon ends once it is closed."""
+    path = tempfile.mkdtemp(prefix="memfs-uring-")
+    try:
+        r = start_memfs(path, "uring=on,size=64M")
+        assert r.returncode == 0, r.stderr
+        pid = daemon_pid(path)
+        fd = os.open(os.path.join(path, "open"), os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            subprocess.run(["umount", "-l", path], check=True)
+            assert not is_mountpoint(path)
+            os.pwrite(fd, b"still here", 0)
+            os.fsync(fd)
+            assert os.pread(fd, 10, 0) == b"still here"
+            assert not wait_exit(pid, timeout=0.3)
+        finally:
+            os.close(fd)
+        assert wait_exit(pid), "the daemon is still running after the last file closed"
+    finally:
+        umount(path)
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+
+
 def test_uring_on_refused_when_the_kernel_has_it_off(uring_enabled):
     """enable_uring=N: uring=on fails the mount, saying how to turn it on;
     uring=auto mounts over /dev/fuse."""
