@@ -258,6 +258,33 @@ def test_parked_enospc_replies_from_other_threads(uring_enabled):
             os.close(fd)
 
 
+def test_clients_killed_in_the_middle_of_requests(uring_enabled):
+    """Writers killed while their requests are parked (ENOSPC, answered
+    later from another thread) or being served: the mount goes on."""
+    with uring_mount("size=2M") as mnt:
+        held = os.path.join(mnt, "held")
+        fd = os.open(held, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            os.write(fd, b"h" * (1536 * 1024))
+            os.unlink(held)  # still open: its space stays taken
+            for i in range(20):
+                child = subprocess.Popen(["dd", "if=/dev/zero", f"of={mnt}/w{i}", "bs=256k", "count=4"],
+                                         stderr=subprocess.DEVNULL)
+                time.sleep(0.002 * (i % 5))
+                child.kill()
+                child.wait()
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(mnt, f"w{i}"))
+            assert os.pread(fd, 4, 0) == b"hhhh"
+        finally:
+            os.close(fd)
+        p = os.path.join(mnt, "after")
+        with open(p, "wb") as f:
+            f.write(b"a" * MIB)
+        with open(p, "rb") as f:
+            assert f.read() == b"a" * MIB
+
+
 def test_o_tmpfile(uring_enabled):
     with uring_mount() as mnt:
         fd = os.open(mnt, os.O_TMPFILE | os.O_RDWR, 0o600)
