@@ -72,8 +72,8 @@ pub use crate::reply::ReplyLseek;
 pub use crate::reply::ReplyOpen;
 pub use crate::reply::ReplyPoll;
 pub use crate::reply::ReplyStatfs;
-pub use crate::reply::ReplyStatx;
 pub use crate::reply::ReplyWrite;
+pub use crate::reply::ReplyStatx;
 pub use crate::reply::ReplyXattr;
 pub use crate::request_param::Request;
 pub use crate::session::BackgroundSession;
@@ -864,18 +864,8 @@ pub trait Filesystem: Send + Sync + 'static {
     /// Create and open an unnamed file in directory `parent` (O_TMPFILE).
     /// Like [`Filesystem::create`], but the new inode gets no name: its link
     /// count is 0 until a link(2) gives it one. (memfs patch.)
-    fn tmpfile(
-        &self,
-        _req: &Request,
-        parent: INodeNo,
-        mode: u32,
-        umask: u32,
-        flags: i32,
-        reply: ReplyCreate,
-    ) {
-        warn!(
-            "[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, umask: {umask:#x?}, flags: {flags:#x?})"
-        );
+    fn tmpfile(&self, _req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        warn!("[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, umask: {umask:#x?}, flags: {flags:#x?})");
         reply.error(Errno::ENOSYS);
     }
 
@@ -883,18 +873,8 @@ pub trait Filesystem: Send + Sync + 'static {
     /// STATX_BTIME). `flags` and `mask` are statx's. Without an
     /// implementation the kernel stops asking and shows no birth time.
     /// (memfs patch.)
-    fn statx(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        fh: Option<FileHandle>,
-        flags: u32,
-        mask: u32,
-        reply: ReplyStatx,
-    ) {
-        warn!(
-            "[Not Implemented] statx(ino: {ino:#x?}, fh: {fh:#x?}, flags: {flags:#x}, mask: {mask:#x})"
-        );
+    fn statx(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, flags: u32, mask: u32, reply: ReplyStatx) {
+        warn!("[Not Implemented] statx(ino: {ino:#x?}, fh: {fh:#x?}, flags: {flags:#x}, mask: {mask:#x})");
         reply.error(Errno::ENOSYS);
     }
 

@@ -122,17 +122,9 @@ impl ResponseStruct<abi::fuse_attr_out> {
 
 // memfs patch: the reply to FUSE_STATX, basic stats plus birth time.
 impl ResponseStruct<abi::fuse_statx_out> {
-    pub(crate) fn new_statx(
-        ttl: &Duration,
-        attr: &crate::FileAttr,
-        btime: std::time::SystemTime,
-    ) -> Self {
+    pub(crate) fn new_statx(ttl: &Duration, attr: &crate::FileAttr, btime: std::time::SystemTime) -> Self {
         let a = fuse_attr_from_attr(attr);
-        let t = |secs: i64, nanos: u32| abi::fuse_sx_time {
-            tv_sec: secs,
-            tv_nsec: nanos,
-            reserved: 0,
-        };
+        let t = |secs: i64, nanos: u32| abi::fuse_sx_time { tv_sec: secs, tv_nsec: nanos, reserved: 0 };
         let (bs, bn) = time_from_system_time(&btime);
         // STATX_BASIC_STATS | STATX_BTIME
         let mask = 0x7ff | 0x800;

@@ -351,9 +351,7 @@ mod op {
 
     impl Statx<'_> {
         pub(crate) fn file_handle(&self) -> Option<FileHandle> {
-            if GetattrFlags::from_bits_retain(self.arg.getattr_flags)
-                .contains(GetattrFlags::FUSE_GETATTR_FH)
-            {
+            if GetattrFlags::from_bits_retain(self.arg.getattr_flags).contains(GetattrFlags::FUSE_GETATTR_FH) {
                 Some(FileHandle(self.arg.fh))
             } else {
                 None
@@ -2105,9 +2103,7 @@ impl fmt::Display for Operation<'_> {
                 x.flags()
             ),
             Operation::Statx(x) => write!(f, "STATX mask {:#x}", x.mask()),
-            Operation::Tmpfile(x) => {
-                write!(f, "TMPFILE mode {:#05o}, flags {:#x}", x.mode(), x.flags())
-            }
+            Operation::Tmpfile(x) => write!(f, "TMPFILE mode {:#05o}, flags {:#x}", x.mode(), x.flags()),
             Operation::Interrupt(x) => write!(f, "INTERRUPT unique {:?}", x.unique()),
             Operation::BMap(x) => write!(f, "BMAP blocksize {}, ids {}", x.block_size(), x.block()),
             Operation::Destroy(_) => write!(f, "DESTROY"),
