@@ -122,7 +122,7 @@ fn check_uring(opts: &MountOptions) -> Result<(), String> {
         Some(true) => Ok(()),
         Some(false) => Err("invalid mount option 'uring=on': FUSE over io_uring is disabled in the kernel; \
              as root: echo Y > /sys/module/fuse/parameters/enable_uring \
-             (to keep it across reboots: options fuse enable_uring=1 in /etc/modprobe.d/memfs.conf), \
+             (to keep it across reboots: options fuse enable_uring=1 in /etc/modprobe.d/fuse-uring.conf), \
              or mount with uring=auto"
             .into()),
         None => Err("invalid mount option 'uring=on': this kernel has no FUSE over io_uring \

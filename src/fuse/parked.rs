@@ -128,5 +128,53 @@ impl Parked {
         let mut q = self.queue.lock();
         q.extend(kept);
         self.any.store(!q.is_empty(), Ordering::Release);
+        if !q.is_empty() {
+            // The expiry thread may have found the queue empty while this
+            // batch was out of it, and gone back to sleep: wake it, or
+            // these requests would wait for the next FORGET or park.
+            self.parked_cv.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A request that never gets its space back is answered when its grace
+    /// ends, even though parking retries it at once (which takes it out of
+    /// the queue for a moment, while the expiry thread may look).
+    #[test]
+    fn every_parked_request_is_answered_after_its_grace() {
+        let parked = Parked::start().unwrap();
+        let (tx, rx) = mpsc::channel();
+        for i in 0..50 {
+            let tx = tx.clone();
+            parked.park(Box::new(move |last| {
+                if last {
+                    let _ = tx.send(i);
+                } else {
+                    // A retry that takes a while keeps the request out of
+                    // the queue long enough for the expiry thread to look.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                last
+            }));
+            let got = rx.recv_timeout(Duration::from_secs(2));
+            assert_eq!(got, Ok(i), "request {i} was never answered");
+        }
+    }
+
+    #[test]
+    fn a_failure_just_after_a_forget_counts_as_racing_it() {
+        let parked = Parked::start().unwrap();
+        assert!(!parked.forget_racing());
+        parked.forget_begin();
+        assert!(parked.forget_racing());
+        parked.forget_end();
+        assert!(parked.forget_racing());
+        std::thread::sleep(FORGET_RACE * 2);
+        assert!(!parked.forget_racing());
     }
 }
