@@ -4,7 +4,7 @@ MOUNTPOINT ?= /mnt/memfs
 OPTIONS ?= size=1G
 PYTHON ?= python3
 
-.PHONY: all build check test test-rust test-py test-passthrough bench bench-quick install mount umount clean
+.PHONY: all build check test test-rust test-py test-passthrough test-uring bench bench-quick install mount umount clean
 
 all: build
 
@@ -16,7 +16,7 @@ check:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
 
-test: check build test-rust test-py test-passthrough
+test: check build test-rust test-py test-passthrough test-uring
 
 test-rust:
 	cargo test --release
@@ -39,6 +39,24 @@ test-passthrough: build
 	MEMFS_EXTRA_OPTIONS=passthrough=on,passthrough_min=0,ram=8M,backing=$(PT_BACKING) $(PYTHON) -m pytest -q \
 		tests/conformance tests/pjdfstest tests/differential tests/gofuse
 	rmdir $(PT_BACKING)
+
+# The POSIX tables again over FUSE over io_uring (uring=on, issue 9), so
+# that transport is held to tmpfs's behaviour as /dev/fuse is; then with
+# uring=off, since with enable_uring on the rest of the suite (uring=auto)
+# runs over io_uring and /dev/fuse would go untested. Skipped, with
+# the reason, where the kernel cannot (enable_uring is N: .ci/run turns it
+# on as root); tests/uring checks the transport itself in test-py.
+URING_PARAM = /sys/module/fuse/parameters/enable_uring
+test-uring: build
+	@if [ "$$(cat $(URING_PARAM) 2>/dev/null)" = Y ]; then \
+		MEMFS_EXTRA_OPTIONS=uring=on $(PYTHON) -m pytest -q \
+			tests/conformance tests/pjdfstest tests/differential tests/gofuse && \
+		echo "test-uring: and over /dev/fuse (uring=off), which the default uring=auto no longer uses here" && \
+		MEMFS_EXTRA_OPTIONS=uring=off $(PYTHON) -m pytest -q \
+			tests/conformance tests/pjdfstest tests/differential tests/gofuse; \
+	else \
+		echo "test-uring: skipped: $(URING_PARAM) is not Y (as root: echo Y > $(URING_PARAM))"; \
+	fi
 
 bench: build
 	$(PYTHON) bench/run.py

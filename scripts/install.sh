@@ -6,6 +6,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 make install
+# FUSE over io_uring (memfs's uring=auto, the default) is off in the kernel
+# until root turns on the fuse module's enable_uring parameter.
+param=/sys/module/fuse/parameters/enable_uring
+uring_note=""
+if [ -e "$param" ]; then
+  if [ "$(id -u)" = 0 ] && [ "$(cat "$param")" != Y ]; then
+    echo Y > "$param"
+    echo "turned on FUSE over io_uring (echo Y > $param): memfs mounts serve requests on a queue per CPU"
+  fi
+  uring_note="
+  FUSE over io_uring is on until the next reboot. To keep it on, as root:
+      echo 'options fuse enable_uring=1' > /etc/modprobe.d/fuse-uring.conf
+  (fuse is often built into the kernel: then add fuse.enable_uring=1 to the
+  kernel command line instead). uring=off on a mount keeps it on /dev/fuse."
+fi
 mnt="${MOUNTPOINT:-/mnt/memfs}"
 opts="${OPTIONS:-size=1G}"
 mkdir -p "$mnt"
@@ -29,4 +44,5 @@ memfs is mounted at $mnt (size $size):
   mkdir -p /mnt/other && mount -t memfs -o size=2G memfs /mnt/other
       another one, through mount(8)
   in /etc/fstab:  memfs /mnt/scratch memfs size=4G,mode=1777 0 0
+$uring_note
 MSG

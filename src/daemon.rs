@@ -12,12 +12,12 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::path::Path;
 
-use fuser::{Config, MountOption, Session, SessionACL};
+use fuser::{Config, MountOption, Session, SessionACL, Transport, UringMode};
 
 use crate::core::memfile::KernelStore;
 use crate::core::pager::Pager;
 use crate::core::{Fs, FsConfig};
-use crate::ctl::stats::Stats;
+use crate::ctl::stats::{Stats, TransportState};
 use crate::ctl::tunables::Knobs;
 use crate::ctl::{Ctl, CtlConfig};
 use crate::fuse::invalidate::Invalidator;
@@ -107,7 +107,60 @@ fn fuse_config(opts: &MountOptions) -> Config {
     // Root's mount serves every user, as tmpfs does; the kernel checks permissions.
     cfg.acl = if root { SessionACL::All } else { SessionACL::Owner };
     cfg.n_threads = Some(opts.threads);
+    cfg.uring = opts.uring;
     cfg
+}
+
+/// `uring=on` where the kernel cannot: refuse before mounting, saying how
+/// to turn it on. (fuser checks again at FUSE_INIT, where the kernel has
+/// the last word.)
+fn check_uring(opts: &MountOptions) -> Result<(), String> {
+    if opts.uring != UringMode::On {
+        return Ok(());
+    }
+    match fuser::uring_enabled_in_kernel() {
+        Some(true) => Ok(()),
+        Some(false) => Err("invalid mount option 'uring=on': FUSE over io_uring is disabled in the kernel; \
+             as root: echo Y > /sys/module/fuse/parameters/enable_uring \
+             (to keep it across reboots: options fuse enable_uring=1 in /etc/modprobe.d/fuse-uring.conf), \
+             or mount with uring=auto"
+            .into()),
+        None => Err("invalid mount option 'uring=on': this kernel has no FUSE over io_uring \
+             (it needs Linux 6.14 or later built with CONFIG_FUSE_IO_URING); mount with uring=auto"
+            .into()),
+    }
+}
+
+/// The line the mount logs about its transport.
+fn transport_line(status: &fuser::TransportStatus, mountpoint: &Path) -> String {
+    let how = match status.get() {
+        Transport::IoUring | Transport::IoUringStarting => {
+            format!("FUSE over io_uring, {} queues (one per possible CPU)", status.queues())
+        }
+        _ => "/dev/fuse".to_string(),
+    };
+    format!("memfs {}: transport {how}", mountpoint.display())
+}
+
+/// Log `line` at mount: to syslog (the daemon has no terminal), and to
+/// stderr as well in the foreground.
+fn log_mount_line(line: &str, foreground: bool) {
+    if foreground {
+        eprintln!("{line}");
+    }
+    if let Ok(msg) = std::ffi::CString::new(line) {
+        // SAFETY: a constant format string and a NUL-terminated argument.
+        unsafe { libc::syslog(libc::LOG_DAEMON | libc::LOG_INFO, c"%s".as_ptr(), msg.as_ptr()) };
+    }
+}
+
+/// Report the session's transport in the statistics.
+fn publish_transport(status: fuser::TransportStatus, stats: &Stats) {
+    stats.transport.set(Box::new(move || {
+        let t = status.get();
+        let io_uring = matches!(t, Transport::IoUring | Transport::IoUringStarting);
+        TransportState { name: t.name(), io_uring, queues: if io_uring { status.queues() as u64 } else { 0 } }
+    }));
 }
 
 fn same_kind(a: &MountOption, b: &MountOption) -> bool {
@@ -118,6 +171,7 @@ fn same_kind(a: &MountOption, b: &MountOption) -> bool {
 /// Mount and serve in this process; `status` (daemon mode) hears "ok" once
 /// the mount is live, or the error that prevented it.
 fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result<(), String> {
+    let foreground = status.is_none();
     let session = match (mount_session(mountpoint, opts), status) {
         (Ok(session), Some(mut status)) => {
             status.write_all(b"ok\n").map_err(|e| format!("cannot report to the starting process: {e}"))?;
@@ -132,6 +186,7 @@ fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result
         }
         (Err(e), None) => return Err(e),
     };
+    log_mount_line(&transport_line(&session.transport_status(), mountpoint), foreground);
     let _ = std::env::set_current_dir("/");
     session.run().map_err(|e| format!("serving {}: {e}", mountpoint.display()))
 }
@@ -141,6 +196,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     let set = stop_signals();
     // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    check_uring(opts)?;
     let pager = opts.pager_config()?.map(|cfg| Arc::new(Pager::new(cfg)));
     if pager.is_some() {
         // One malloc arena: the reclaimer thread allocates compressed pages
@@ -195,12 +251,21 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     let parked = Parked::start().map_err(|e| format!("cannot start the parked-request thread: {e}"))?;
     let poller = Arc::new(OnceLock::new());
     let pt = PassthroughPlan { wanted: wants_passthrough, required: opts.passthrough == PassthroughMode::On };
-    let memfs = Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked, pt), stats, poller.clone());
+    let memfs =
+        Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked, pt), stats.clone(), poller.clone());
     let mut session = Session::new(memfs, mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
     let _ = notifier.set(session.notifier());
-    let _ =
-        poller.set(Poller::start(session.as_fd(), knobs).map_err(|e| format!("cannot start the polling thread: {e}"))?);
+    let transport = session.transport_status();
+    let io_uring = transport.get() != Transport::DevFuse;
+    publish_transport(transport, &stats);
+    // The device poller spins the /dev/fuse reader while requests come; over
+    // io_uring they come on the queues and /dev/fuse carries only FORGET and
+    // INTERRUPT, so spinning there would only burn a CPU.
+    if !io_uring {
+        let _ = poller
+            .set(Poller::start(session.as_fd(), knobs).map_err(|e| format!("cannot start the polling thread: {e}"))?);
+    }
     let mut unmounter = session.unmount_callable();
     std::thread::Builder::new()
         .name("memfs-signals".into())

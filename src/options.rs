@@ -6,7 +6,7 @@
 //! suffixes (powers of 1024, as tmpfs's memparse) and, for `size=`, a
 //! percentage of RAM; `nr_inodes=0` and `size=0` mean unlimited.
 
-use fuser::MountOption;
+use fuser::{MountOption, UringMode};
 
 use std::path::PathBuf;
 
@@ -71,6 +71,8 @@ pub struct MountOptions {
     pub passthrough_min: u64,
     /// `huge=`: transparent huge pages for the page arenas and memory files.
     pub huge: Huge,
+    /// `uring=`: serve requests over FUSE-over-io_uring queues (docs/TRANSPORT.md).
+    pub uring: UringMode,
 }
 
 /// `passthrough=auto|on|off`.
@@ -97,6 +99,16 @@ pub struct OptionSpec {
     pub takes_value: bool,
     pub help: &'static str,
     apply: Apply,
+}
+
+/// The value of an `auto|on|off` option, as `[auto, on, off]` name it.
+fn auto_on_off<T: Copy>(v: &str, [auto, on, off]: [T; 3]) -> Result<T, String> {
+    match v {
+        "auto" => Ok(auto),
+        "on" => Ok(on),
+        "off" => Ok(off),
+        _ => Err("must be auto, on or off".into()),
+    }
 }
 
 fn flag(o: &mut MountOptions, f: MountOption) {
@@ -378,12 +390,7 @@ pub const OPTIONS: &[OptionSpec] = &[
                are opened with FUSE passthrough (kernel speed, held once; needs CAP_SYS_ADMIN and no ram=). \
                auto: where possible (default); on: or the mount fails",
         apply: |o, v| {
-            o.passthrough = match v {
-                "auto" => PassthroughMode::Auto,
-                "on" => PassthroughMode::On,
-                "off" => PassthroughMode::Off,
-                _ => return Err("must be auto, on or off".into()),
-            };
+            o.passthrough = auto_on_off(v, [PassthroughMode::Auto, PassthroughMode::On, PassthroughMode::Off])?;
             Ok(())
         },
     },
@@ -405,6 +412,17 @@ pub const OPTIONS: &[OptionSpec] = &[
                arenas too; set at mount (default never, as tmpfs: blocks and df as tmpfs counts them)",
         apply: |o, v| {
             o.huge = Huge::parse(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "uring",
+        takes_value: true,
+        help: "auto, on or off: requests over FUSE-over-io_uring, a queue per CPU (Linux 6.14+, and root must \
+               write Y to /sys/module/fuse/parameters/enable_uring). auto: when the kernel offers it (default); \
+               on: or the mount fails; off: /dev/fuse only",
+        apply: |o, v| {
+            o.uring = auto_on_off(v, [UringMode::Auto, UringMode::On, UringMode::Off])?;
             Ok(())
         },
     },
@@ -570,6 +588,7 @@ impl MountOptions {
             passthrough: PassthroughMode::default(),
             passthrough_min: DEFAULT_PASSTHROUGH_MIN,
             huge: Huge::Never,
+            uring: UringMode::Auto,
         }
     }
 
@@ -745,6 +764,15 @@ mod tests {
         for bad in ["", "k", "1 2", " 1", "1.5G", "1GB", "1KiB", "0x10", "+1", "1g2"] {
             assert!(parse_count(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn uring_is_auto_on_or_off() {
+        assert_eq!(d().uring, UringMode::Auto);
+        assert_eq!(parse("uring=on", d()).unwrap().uring, UringMode::On);
+        assert_eq!(parse("uring=off", d()).unwrap().uring, UringMode::Off);
+        assert_eq!(parse("uring=auto", d()).unwrap().uring, UringMode::Auto);
+        assert!(parse("uring=yes", d()).unwrap_err().contains("uring"));
     }
 
     #[test]

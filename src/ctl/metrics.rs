@@ -177,6 +177,24 @@ pub const IO: &[Scalar] = &[
 ];
 
 /// `stats/pager`: the tiers under `ram=` (core/pager). All zero without a pager.
+/// `stats/transport`: how requests reach the daemon (`uring=`).
+pub const TRANSPORT: &[Scalar] = &[
+    Scalar {
+        key: "io_uring",
+        metric: "memfs_transport_io_uring",
+        kind: MetricType::Gauge,
+        help: "1 when requests arrive over FUSE-over-io_uring queues (uring=), 0 over /dev/fuse.",
+        get: |v| u64::from(v.stats.transport.get().io_uring),
+    },
+    Scalar {
+        key: "io_uring_queues",
+        metric: "memfs_transport_io_uring_queues",
+        kind: MetricType::Gauge,
+        help: "io_uring queues, one per possible CPU (0 on /dev/fuse).",
+        get: |v| v.stats.transport.get().queues,
+    },
+];
+
 /// `stats/passthrough`: what memfs can see of I/O it never serves.
 pub const PASSTHROUGH: &[Scalar] = &[
     Scalar {

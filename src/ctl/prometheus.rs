@@ -8,8 +8,8 @@
 use std::fmt::Write;
 
 use super::metrics::{
-    MetricType, View, IO, OP_DURATION_HELP, OP_DURATION_METRIC, PAGER, PASSTHROUGH, UID_BYTES_HELP, UID_BYTES_METRIC,
-    UID_INODES_HELP, UID_INODES_METRIC, USAGE,
+    MetricType, View, IO, OP_DURATION_HELP, OP_DURATION_METRIC, PAGER, PASSTHROUGH, TRANSPORT, UID_BYTES_HELP,
+    UID_BYTES_METRIC, UID_INODES_HELP, UID_INODES_METRIC, USAGE,
 };
 use super::stats::{bucket_bound_ns, BOUNDED_BUCKETS};
 use crate::core::types::PAGE_SIZE;
@@ -41,7 +41,7 @@ fn seconds(ns: u64) -> String {
 pub fn render(v: &View) -> String {
     let mut out = String::new();
     let mp = format!("mountpoint=\"{}\"", escape(v.mountpoint));
-    for s in USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH) {
+    for s in USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH).chain(TRANSPORT) {
         family(&mut out, s.metric, s.kind.name(), s.help);
         let _ = writeln!(out, "{}{{{mp}}} {}", s.metric, (s.get)(v));
     }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::metrics::{Scalar, View, IO, PAGER, PASSTHROUGH, USAGE};
+use super::metrics::{Scalar, View, IO, PAGER, PASSTHROUGH, TRANSPORT, USAGE};
 use super::prometheus;
 use super::stats::{bucket_bound_ns, OpSnapshot, BOUNDED_BUCKETS};
 use super::tunables::TUNABLES;
@@ -45,6 +45,11 @@ pub const STAT_FILES: &[StatFile] = &[
         help: "large files in kernel memory files and their passthrough opens (I/O memfs never sees)",
         render: passthrough,
     },
+    StatFile {
+        name: "transport",
+        help: "how requests reach memfs: `transport: dev_fuse` or `io_uring` (uring=), then `key: value` lines",
+        render: transport,
+    },
     StatFile { name: "uid", help: "data bytes and inodes owned by each uid", render: uid },
     StatFile {
         name: "prometheus",
@@ -74,6 +79,12 @@ fn io(v: &View) -> String {
 fn passthrough(v: &View) -> String {
     let mut out = String::new();
     scalars(&mut out, v, PASSTHROUGH);
+    out
+}
+
+fn transport(v: &View) -> String {
+    let mut out = format!("transport: {}\n", v.stats.transport.get().name);
+    scalars(&mut out, v, TRANSPORT);
     out
 }
 
@@ -141,7 +152,9 @@ fn stats_readme(_: &View) -> String {
     for f in STAT_FILES {
         let _ = writeln!(out, "  {:<12} {}", f.name, f.help);
     }
-    for (file, table) in [("usage", USAGE), ("io", IO), ("pager", PAGER), ("passthrough", PASSTHROUGH)] {
+    for (file, table) in
+        [("usage", USAGE), ("io", IO), ("pager", PAGER), ("passthrough", PASSTHROUGH), ("transport", TRANSPORT)]
+    {
         let _ = writeln!(out, "\n{file}:");
         for s in table {
             let _ = writeln!(out, "  {:<18} {}", s.key, s.help);
@@ -230,7 +243,7 @@ mod tests {
             for f in STAT_FILES {
                 assert!(r.contains(f.name));
             }
-            for s in USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH) {
+            for s in USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH).chain(TRANSPORT) {
                 assert!(r.contains(s.key));
             }
             let o = opts_readme(v);

@@ -40,6 +40,8 @@ pub struct Sample {
     pub pager: BTreeMap<String, u64>,
     /// `stats/passthrough` (empty from a daemon older than passthrough).
     pub passthrough: BTreeMap<String, u64>,
+    /// `stats/transport`'s first line (`None` from a daemon older than `uring=`).
+    pub transport: Option<String>,
     pub ops: Vec<OpRow>,
     pub uids: Vec<UidRow>,
     pub at: Instant,
@@ -57,6 +59,17 @@ pub fn parse_keys(file: &str, text: &str) -> Result<BTreeMap<String, u64>, Strin
             Ok((k.to_string(), v.trim().parse().map_err(|_| bad(file, l))?))
         })
         .collect()
+}
+
+/// The transport's name and queues from `stats/transport`, e.g. `io_uring (2 queues)`.
+fn parse_transport(text: &str) -> Option<String> {
+    let mut lines = text.lines();
+    let name = lines.next()?.strip_prefix("transport: ")?.trim().to_string();
+    let keys = parse_keys("transport", &lines.collect::<Vec<_>>().join("\n")).unwrap_or_default();
+    Some(match keys.get("io_uring_queues") {
+        Some(&q) if q > 0 => format!("{name} ({q} queues)"),
+        _ => name,
+    })
 }
 
 /// Whitespace-separated columns under a header line.
@@ -128,6 +141,7 @@ pub fn read(dir: &Path) -> Result<Sample, String> {
         io: parse_keys("io", &file("io")?)?,
         pager: file("pager").map_or_else(|_| Ok(BTreeMap::new()), |t| parse_keys("pager", &t))?,
         passthrough: file("passthrough").map_or_else(|_| Ok(BTreeMap::new()), |t| parse_keys("passthrough", &t))?,
+        transport: file("transport").ok().and_then(|t| parse_transport(&t)),
         ops: parse_ops(&file("ops")?)?,
         uids: parse_uids(&file("uid")?)?,
         at: Instant::now(),
@@ -231,6 +245,9 @@ pub fn table(s: &Sample, mountpoint: &str) -> String {
         get(p, "passthrough_files"),
         get(p, "passthrough_opens"),
     );
+    if let Some(t) = &s.transport {
+        let _ = writeln!(out, "transport {t}");
+    }
     let _ = writeln!(out, "\n{:<10} {:>10} {:>10}", "uid", "data", "inodes");
     for u in &s.uids {
         let _ = writeln!(out, "{:<10} {:>10} {:>10}", u.uid, human_bytes(u.data_bytes), u.inodes);
@@ -332,12 +349,13 @@ pub fn json(s: &Sample, mountpoint: &str) -> String {
         .map(|u| format!("{{\"uid\": {}, \"data_bytes\": {}, \"inodes\": {}}}", u.uid, u.data_bytes, u.inodes))
         .collect();
     format!(
-        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"pager\": {}, \"passthrough\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
+        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"pager\": {}, \"passthrough\": {}, \"transport\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
         json_str(mountpoint),
         json_map(&s.usage),
         json_map(&s.io),
         json_map(&s.pager),
         json_map(&s.passthrough),
+        s.transport.as_deref().map_or_else(|| "null".to_string(), json_str),
         ops.join(", "),
         uids.join(", ")
     )
@@ -422,10 +440,21 @@ mod tests {
             io: parse_keys("io", "read_bytes: 0\nwrite_bytes: 2048\n").unwrap(),
             pager: BTreeMap::new(),
             passthrough: BTreeMap::new(),
+            transport: parse_transport("transport: io_uring\nio_uring: 1\nio_uring_queues: 2\n"),
             ops: parse_ops(ops).unwrap(),
             uids: parse_uids("uid data_bytes inodes\n0 4096 3\n1000 8192 2\n").unwrap(),
             at: Instant::now(),
         }
+    }
+
+    #[test]
+    fn transport_line_names_the_queues() {
+        assert_eq!(sample(OPS, 0).transport.as_deref(), Some("io_uring (2 queues)"));
+        assert_eq!(
+            parse_transport("transport: dev_fuse\nio_uring: 0\nio_uring_queues: 0\n").as_deref(),
+            Some("dev_fuse")
+        );
+        assert_eq!(parse_transport("garbage"), None);
     }
 
     #[test]

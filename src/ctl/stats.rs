@@ -13,7 +13,7 @@
 use std::cell::Cell;
 use std::time::Instant;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, OnceLock, Ordering};
 
 /// Number of bounded buckets; the histogram has one more, unbounded.
 pub const BOUNDED_BUCKETS: usize = 24;
@@ -182,7 +182,44 @@ pub struct Stats {
     pub passthrough_opens: AtomicU64,
     pub passthrough_files: AtomicU64,
     pub passthrough_opens_total: AtomicU64,
+    /// The FUSE transport (set once by the daemon when the session exists).
+    pub transport: TransportCell,
     started: Instant,
+}
+
+/// The FUSE transport as the session reports it now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransportState {
+    /// `dev_fuse`, `io_uring`, `io_uring_starting` or `dev_fuse_after_io_uring_failed`.
+    pub name: &'static str,
+    /// Requests come over io_uring queues.
+    pub io_uring: bool,
+    /// io_uring queues (one per possible CPU; 0 on /dev/fuse).
+    pub queues: u64,
+}
+
+/// Asks the session which transport it uses (the daemon sets it).
+pub type TransportProbe = Box<dyn Fn() -> TransportState + Send + Sync>;
+
+/// Where the daemon leaves its [`TransportProbe`]; `/dev/fuse` until then.
+#[derive(Default)]
+pub struct TransportCell(OnceLock<TransportProbe>);
+
+impl std::fmt::Debug for TransportCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.get())
+    }
+}
+
+impl TransportCell {
+    /// Set the probe (once; later calls are ignored).
+    pub fn set(&self, probe: TransportProbe) {
+        let _ = self.0.set(probe);
+    }
+
+    pub fn get(&self) -> TransportState {
+        self.0.get().map_or(TransportState { name: "dev_fuse", io_uring: false, queues: 0 }, |p| p())
+    }
 }
 
 impl Default for Stats {
@@ -196,6 +233,7 @@ impl Default for Stats {
             passthrough_opens: AtomicU64::new(0),
             passthrough_files: AtomicU64::new(0),
             passthrough_opens_total: AtomicU64::new(0),
+            transport: TransportCell::default(),
             started: Instant::now(),
         }
     }

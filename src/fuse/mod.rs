@@ -107,7 +107,7 @@ impl MemFs {
 
     /// Whether a failed `result` should wait for space being freed.
     fn should_park<T>(&self, result: &FsResult<T>) -> bool {
-        matches!(result, Err(FsError::NoSpace)) && self.fs.orphans() > 0
+        matches!(result, Err(FsError::NoSpace)) && (self.fs.orphans() > 0 || self.parked.forget_racing())
     }
 
     /// Park `op`, retried after each FORGET until it no longer runs out of
@@ -285,8 +285,9 @@ impl Filesystem for MemFs {
         match self.ctl(ino) {
             Some(ctl) => ctl.forget(ino.0),
             None => {
+                self.parked.forget_begin();
                 self.fs.forget(ino.0, nlookup);
-                self.parked.retry();
+                self.parked.forget_end();
             }
         }
     }

@@ -12,13 +12,26 @@
 //! [`GRACE`] (the deleted file is really still open, or nothing was freed)
 //! gets ENOSPC as before. Parked requests are answered out of order, which
 //! FUSE allows; nothing here holds a lock while replying.
+//!
+//! Concurrency: with several threads serving requests (FUSE over io_uring,
+//! where FORGET comes on the /dev/fuse thread while creates and writes run
+//! on the queue threads, or `threads=`), a FORGET can free the space just
+//! after a request's charge failed and before the request looks at the
+//! orphan count, which is then zero: the request would get ENOSPC for
+//! space that is free. So a failure also parks while a FORGET runs or
+//! within [`FORGET_RACE`] after one ended ([`Parked::forget_racing`]), and
+//! every park is followed by one retry at once (the FORGET's own retry may
+//! have run before the park).
 
 use std::time::{Duration, Instant};
 
-use crate::sync::{Arc, AtomicBool, Condvar, Mutex, Ordering};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 
 /// How long a request may wait for space to come back.
 pub const GRACE: Duration = Duration::from_millis(20);
+
+/// How long after a FORGET ended a failed charge still counts as racing it.
+pub const FORGET_RACE: Duration = Duration::from_millis(5);
 
 /// Tries a parked request again; `last` means reply whatever happens.
 /// Returns true once it has replied.
@@ -32,13 +45,24 @@ pub struct Parked {
     /// Wakes the expiry thread when the first request is parked, so an
     /// idle mount costs no wakeups.
     parked_cv: Condvar,
+    /// FORGETs being handled now.
+    forgets_running: AtomicU64,
+    /// When the last FORGET ended, in ns since `epoch`.
+    last_forget_ns: AtomicU64,
+    epoch: Instant,
 }
 
 impl Parked {
     /// Start the expiry thread.
     pub fn start() -> std::io::Result<Arc<Parked>> {
-        let parked =
-            Arc::new(Parked { queue: Mutex::new(Vec::new()), any: AtomicBool::new(false), parked_cv: Condvar::new() });
+        let parked = Arc::new(Parked {
+            queue: Mutex::new(Vec::new()),
+            any: AtomicBool::new(false),
+            parked_cv: Condvar::new(),
+            forgets_running: AtomicU64::new(0),
+            last_forget_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+        });
         let timer = parked.clone();
         std::thread::Builder::new().name("memfs-parked".into()).spawn(move || loop {
             {
@@ -53,10 +77,35 @@ impl Parked {
         Ok(parked)
     }
 
+    /// Park `retry`, and try it once at once (see the module doc).
     pub fn park(&self, retry: Retry) {
         self.queue.lock().push((Instant::now(), retry));
         self.any.store(true, Ordering::Release);
         self.parked_cv.notify_one();
+        self.retry();
+    }
+
+    /// A FORGET starts (it may free space).
+    pub fn forget_begin(&self) {
+        self.forgets_running.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A FORGET ended: note when, and try every parked request again.
+    pub fn forget_end(&self) {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        self.last_forget_ns.store(now, Ordering::Release);
+        self.forgets_running.fetch_sub(1, Ordering::AcqRel);
+        self.retry();
+    }
+
+    /// Whether a failed charge may have raced a FORGET that frees space.
+    pub fn forget_racing(&self) -> bool {
+        if self.forgets_running.load(Ordering::Acquire) > 0 {
+            return true;
+        }
+        let last = self.last_forget_ns.load(Ordering::Acquire);
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        last > 0 && now.saturating_sub(last) < FORGET_RACE.as_nanos() as u64
     }
 
     /// After a FORGET: try every parked request again.
@@ -79,5 +128,53 @@ impl Parked {
         let mut q = self.queue.lock();
         q.extend(kept);
         self.any.store(!q.is_empty(), Ordering::Release);
+        if !q.is_empty() {
+            // The expiry thread may have found the queue empty while this
+            // batch was out of it, and gone back to sleep: wake it, or
+            // these requests would wait for the next FORGET or park.
+            self.parked_cv.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A request that never gets its space back is answered when its grace
+    /// ends, even though parking retries it at once (which takes it out of
+    /// the queue for a moment, while the expiry thread may look).
+    #[test]
+    fn every_parked_request_is_answered_after_its_grace() {
+        let parked = Parked::start().unwrap();
+        let (tx, rx) = mpsc::channel();
+        for i in 0..50 {
+            let tx = tx.clone();
+            parked.park(Box::new(move |last| {
+                if last {
+                    let _ = tx.send(i);
+                } else {
+                    // A retry that takes a while keeps the request out of
+                    // the queue long enough for the expiry thread to look.
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                last
+            }));
+            let got = rx.recv_timeout(Duration::from_secs(2));
+            assert_eq!(got, Ok(i), "request {i} was never answered");
+        }
+    }
+
+    #[test]
+    fn a_failure_just_after_a_forget_counts_as_racing_it() {
+        let parked = Parked::start().unwrap();
+        assert!(!parked.forget_racing());
+        parked.forget_begin();
+        assert!(parked.forget_racing());
+        parked.forget_end();
+        assert!(parked.forget_racing());
+        std::thread::sleep(FORGET_RACE * 2);
+        assert!(!parked.forget_racing());
     }
 }

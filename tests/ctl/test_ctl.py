@@ -88,7 +88,7 @@ def test_values_read_back_with_a_newline():
         assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "no_data", "noatime", "nr_inodes",
                                                         "poll_us", "ram", "size"]
         assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "ops", "pager", "passthrough",
-                                                          "prometheus", "uid", "usage"]
+                                                          "prometheus", "transport", "uid", "usage"]
         pager = keys(mnt, "pager")  # all zero without ram=
         assert pager["ram_limit_bytes"] == 0 and pager["resident_pages"] == 0 and pager["hits_total"] == 0
 

@@ -41,6 +41,7 @@ use crate::ll::flags::init_flags::InitFlags;
 use crate::ll::fuse_abi as abi;
 use crate::mnt::Mount;
 use crate::mnt::mount_options::Config;
+use crate::mnt::mount_options::UringMode;
 use crate::mnt::mount_options::check_option_conflicts;
 use crate::notify::Notifier;
 use crate::read_buf::FuseReadBuf;
@@ -48,6 +49,9 @@ use crate::reply::Reply;
 use crate::reply::ReplyRaw;
 use crate::reply::ReplySender;
 use crate::request::RequestWithSender;
+use crate::uring::Transport;
+use crate::uring::TransportStatus;
+use crate::uring::UringSetup;
 
 /// The max size of write requests from the kernel. The absolute minimum is 4k,
 /// FUSE recommends at least 128k, max 16M. The FUSE default is 16M on macOS
@@ -139,6 +143,10 @@ pub struct Session<FS: Filesystem> {
     /// The field is set to `Some` when the init message is received.
     pub(crate) proto_version: Option<Version>,
     pub(crate) config: Config,
+    /// memfs patch: the io_uring queues negotiated at INIT, started by `run`.
+    uring: Option<UringSetup>,
+    /// memfs patch: which transport serves requests.
+    transport: TransportStatus,
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -186,6 +194,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config: options.clone(),
+            uring: None,
+            transport: TransportStatus::default(),
         };
 
         session.handshake()?;
@@ -214,6 +224,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config,
+            uring: None,
+            transport: TransportStatus::default(),
         };
 
         session.handshake()?;
@@ -252,6 +264,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner,
             proto_version: _,
             config,
+            uring,
+            transport,
         } = self;
 
         let n_threads = config.n_threads.unwrap_or(1);
@@ -286,6 +300,7 @@ impl<FS: Filesystem> Session<FS> {
                 channels.push(ch.clone());
             }
         }
+        let channels_main = ch.clone();
         channels.push(ch);
 
         let mut threads = Vec::with_capacity(n_threads);
@@ -304,6 +319,33 @@ impl<FS: Filesystem> Session<FS> {
                     .name(thread_name)
                     .spawn(move || event_loop.event_loop())?,
             );
+        }
+
+        // memfs patch: one thread per io_uring queue. The kernel uses the
+        // ring only once every queue has registered, so all start together;
+        // the barrier says when all have issued their registrations.
+        if let Some(setup) = uring {
+            let n = setup.queues.len();
+            let registered = Arc::new(std::sync::Barrier::new(n + 1));
+            for (qid, pending) in setup.queues.into_iter().enumerate() {
+                let thread_name = format!("fuser-uring-{qid}");
+                let event_loop = SessionEventLoop {
+                    thread_name: thread_name.clone(),
+                    filesystem: filesystem.clone(),
+                    ch: channels_main.clone(),
+                    allowed,
+                    session_owner,
+                };
+                let status = transport.clone();
+                let registered = registered.clone();
+                threads.push(thread::Builder::new().name(thread_name).spawn(move || {
+                    crate::uring::run_queue(pending, &event_loop, &status, &registered)
+                })?);
+            }
+            registered.wait();
+            if transport.get() == Transport::IoUringStarting {
+                transport.set(Transport::IoUring);
+            }
         }
 
         let mut reply: io::Result<()> = Ok(());
@@ -429,6 +471,13 @@ impl<FS: Filesystem> Session<FS> {
                 return Err(error);
             }
 
+            // memfs patch: FUSE over io_uring, when asked for and offered.
+            if let Err(e) = self.negotiate_uring(init.capabilities(), &mut config) {
+                <ReplyRaw as Reply>::new(request.unique(), ReplySender::Channel(self.ch.sender()))
+                    .send_ll(&ResponseErrno(ll::Errno::EPROTO));
+                return Err(e);
+            }
+
             // Remember the ABI version supported by kernel and mark the session initialized.
             self.proto_version = Some(v);
 
@@ -475,6 +524,65 @@ impl<FS: Filesystem> Session<FS> {
 
             return Ok(());
         }
+    }
+
+    /// memfs patch: ask for FUSE_OVER_IO_URING in the INIT reply when the
+    /// config wants it and the kernel offers it, with the rings made now so
+    /// that a failure can still fall back to /dev/fuse (once the kernel has
+    /// the flag it holds every request until all queues are registered).
+    /// Err only for `UringMode::On` that cannot be honoured.
+    fn negotiate_uring(&mut self, offered: InitFlags, config: &mut KernelConfig) -> io::Result<()> {
+        let mode = self.config.uring;
+        if mode == UringMode::Off {
+            return Ok(());
+        }
+        let required = mode == UringMode::On;
+        let refuse = |why: String| -> io::Result<()> {
+            if required {
+                error!("uring=on: {why}");
+                Err(io::Error::new(io::ErrorKind::Unsupported, why))
+            } else {
+                info!("FUSE over io_uring not used: {why}");
+                Ok(())
+            }
+        };
+        if !offered.contains(InitFlags::FUSE_OVER_IO_URING) {
+            let why = match crate::uring::kernel_enabled() {
+                Some(false) => "FUSE over io_uring is disabled in the kernel (as root: echo Y > /sys/module/fuse/parameters/enable_uring)".to_string(),
+                Some(true) => "the kernel did not offer FUSE_OVER_IO_URING at FUSE_INIT".to_string(),
+                None => "this kernel has no FUSE over io_uring (Linux 6.14 or later with CONFIG_FUSE_IO_URING)".to_string(),
+            };
+            return refuse(why);
+        }
+        // The kernel's ring->max_payload_sz: max(FUSE_MIN_READ_BUFFER,
+        // max_write, max_pages pages); max_pages may be clamped lower by the
+        // kernel, never higher, so this is always enough.
+        let page = page_size::get();
+        let payload_len = (config.max_write as usize)
+            .max(usize::from(config.max_pages()) * page)
+            .max(8192)
+            .next_multiple_of(page);
+        let setup = match crate::uring::UringSetup::new(payload_len) {
+            Ok(s) => s,
+            Err(e) => return refuse(format!("cannot set up the io_uring queues: {e}")),
+        };
+        if config
+            .add_capabilities(InitFlags::FUSE_OVER_IO_URING)
+            .is_err()
+        {
+            return refuse("the kernel did not offer FUSE_OVER_IO_URING".to_string());
+        }
+        crate::uring::log_started(setup.queues.len(), payload_len);
+        self.transport.set_queues(setup.queues.len());
+        self.transport.set(Transport::IoUringStarting);
+        self.uring = Some(setup);
+        Ok(())
+    }
+
+    /// memfs patch: which transport serves this session's requests
+    /// (a handle that stays current after `run` starts).
+    pub fn transport_status(&self) -> TransportStatus {
+        self.transport.clone()
     }
 
     /// Unmount the filesystem

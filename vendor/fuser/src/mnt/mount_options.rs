@@ -18,6 +18,21 @@ pub struct Config {
     /// This enables more efficient request processing
     /// when multiple threads are used. Requires Linux 4.5+.
     pub clone_fd: bool,
+    /// memfs patch: whether to serve requests over FUSE-over-io_uring
+    /// queues (see `uring.rs`). Default `Off`, upstream's behaviour.
+    pub uring: UringMode,
+}
+
+/// memfs patch: the `uring=` choice.
+#[derive(Debug, Clone, Copy, Default, Eq, PartialEq)]
+pub enum UringMode {
+    /// /dev/fuse only.
+    #[default]
+    Off,
+    /// io_uring when the kernel offers it at INIT, /dev/fuse otherwise.
+    Auto,
+    /// io_uring or fail the mount.
+    On,
 }
 
 /// Mount options accepted by the FUSE filesystem type
