@@ -79,13 +79,21 @@ impl Fs {
         let Ok(Some((old, new))) = f.changes() else { return };
         let mut m = inode.meta();
         self.settle(&mut m, data, &old, &new);
+        // What the kernel did came after memfs's last change of this file
+        // (every operation takes foreign changes in first), so its times are
+        // at least that change's ctime. The kernel stamps them from its
+        // coarse clock, which can lag memfs's fine one by a tick: without
+        // the floor a passthrough write could leave mtime before btime, or
+        // before the ctime of a chmod that preceded it.
+        let floor = m.ctime;
         if new.mtime != old.mtime {
             // A write: the kernel set the memory file's mtime and ctime.
-            m.mtime = new.mtime;
-            m.ctime = m.ctime.max(new.mtime);
+            let t = new.mtime.max(floor);
+            m.mtime = t;
+            m.ctime = t;
         }
         if new.atime != old.atime && !self.noatime.load(Ordering::Relaxed) {
-            m.touch_accessed(new.atime);
+            m.touch_accessed(new.atime.max(floor));
         }
     }
 
@@ -499,5 +507,40 @@ impl Fs {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::memfile::KernelStore;
+    use super::super::{Caller, FsConfig, ROOT_INO};
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    const ME: Caller = Caller { uid: 0, gid: 0, pid: 0 };
+
+    /// The kernel stamps a passthrough write from its coarse clock, which can
+    /// lag memfs's: the write's times never go before the file's last change.
+    #[test]
+    fn a_foreign_write_stamped_early_is_never_before_the_last_change() {
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.kernel_files = Some((KernelStore::memfd(), 0));
+        let fs = Fs::new(cfg);
+        let ino = fs.mknod(ROOT_INO, b"f", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(ino, 0, b"abc", &ME), Ok(3));
+        assert!(fs.in_kernel_file(ino));
+        let born = fs.getattr(ino).unwrap();
+        // What a lagging clock does: the memory file's times a second early.
+        let early = libc::timespec { tv_sec: born.btime.sec - 1, tv_nsec: 0 };
+        {
+            let inode = fs.get(ino).unwrap();
+            let data = inode.file().unwrap().read();
+            let fd = data.kernel().unwrap().fd().as_raw_fd();
+            // SAFETY: a valid fd and two valid timespecs.
+            assert_eq!(unsafe { libc::futimens(fd, [early, early].as_ptr()) }, 0);
+        }
+        let a = fs.getattr(ino).unwrap();
+        assert!(a.mtime >= a.btime && a.ctime >= a.btime, "{a:?}");
+        assert!(a.mtime >= born.ctime && a.ctime >= born.ctime, "{a:?} after {born:?}");
     }
 }
