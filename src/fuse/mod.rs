@@ -9,12 +9,13 @@
 //! because every change passes through this mount and the kernel updates or
 //! invalidates its caches itself; OPEN/OPENDIR answer ENOSYS so the kernel
 //! stops sending them (no_open: page cache kept across opens, directory
-//! listings cached); CREATE is not implemented either, so the kernel creates
+//! listings cached); CREATE answers ENOSYS too, so the kernel creates
 //! with MKNOD and opens without a request, and no RELEASE is ever sent (an
 //! async RELEASE would hold a deleted file's inode, and its space, after
-//! close). With passthrough (`passthrough=`, passthrough.rs) every OPEN is
-//! answered instead: large files with FOPEN_PASSTHROUGH, the rest as cached
-//! opens; lookups of missing names are answered with negative
+//! close). With passthrough (`passthrough=`, passthrough.rs) or `cache=`
+//! every OPEN is answered instead (large files with FOPEN_PASSTHROUGH, the
+//! rest as cached opens), and CREATE too, so a create stays one round trip
+//! (not MKNOD then OPEN); lookups of missing names are answered with negative
 //! entries so the kernel caches those too; readdirplus is enabled in the
 //! kernel's adaptive mode.
 //!
@@ -34,7 +35,7 @@ mod passthrough;
 pub mod poll;
 pub use counted::Counted;
 pub use parked::Parked;
-use passthrough::{Passthrough, FH_CACHED};
+use passthrough::{Created, OpenReply, Passthrough, FH_CACHED};
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -144,6 +145,11 @@ impl MemFs {
         self.ctl.as_ref().filter(|c| c.owns_name(parent.0, bytes(name))).inspect(|_| mark_control_request())
     }
 
+    /// The mount answers OPEN (and so CREATE): it has `cache=` or passthrough.
+    fn answers_open(&self) -> bool {
+        self.fs.default_cache().is_some() || self.passthrough.enabled()
+    }
+
     /// ENOSYS for a request memfs does not implement (OPEN, OPENDIR, FLUSH,
     /// IOCTL); one on a control file is still counted as a control request.
     fn unsupported(&self, ino: INodeNo) -> Errno {
@@ -189,6 +195,20 @@ fn reply_entry(reply: ReplyEntry, result: Result<crate::core::Attr, FsError>) {
 fn reply_created(reply: ReplyCreate, result: Result<crate::core::Attr, FsError>, fh: FileHandle) {
     match result {
         Ok(attr) => reply.created(ttl(attr.ino), &file_attr(&attr), GENERATION, fh, FopenFlags::FOPEN_KEEP_CACHE),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// Answer an open of regular file `ino` (not a control file) on a mount
+/// that answers OPEN: by its page-cache policy (core/cache.rs), and with
+/// passthrough where the policy is `all` and the mount has it.
+fn answer_open(fs: &Fs, passthrough: &Passthrough, ino: INodeNo, flags: i32, reply: impl OpenReply) {
+    match fs.cache_policy(ino.0) {
+        Ok(None | Some(CachePolicy::All)) if passthrough.enabled() => passthrough.open(fs, ino, flags, reply),
+        Ok(None | Some(CachePolicy::All)) => {
+            reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH)
+        }
+        Ok(Some(_)) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
         Err(e) => reply.error(errno(e)),
     }
 }
@@ -469,10 +489,9 @@ impl Filesystem for MemFs {
         reply_entry(reply, result);
     }
 
-    /// ENOSYS: the kernel then stops sending OPEN (no_open) and keeps its page cache.
     /// ENOSYS (the kernel then stops sending OPEN and keeps every file's
-    /// page cache), unless the mount has `cache=`: then each open gets its
-    /// file's policy (core/cache.rs) as flags.
+    /// page cache), unless the mount has `cache=` or passthrough: then each
+    /// open gets its file's policy (core/cache.rs) as flags, or passthrough.
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if self.ctl(ino).is_some() {
             // ENOSYS here would stop OPEN for the whole mount: answer, uncached.
@@ -481,17 +500,48 @@ impl Filesystem for MemFs {
                 _ => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
             };
         }
-        match self.fs.cache_policy(ino.0) {
-            Ok(None | Some(CachePolicy::All)) if self.passthrough.enabled() => {
-                self.passthrough.open(&self.fs, ino, flags.0, reply)
-            }
-            Ok(None) => reply.error(self.unsupported(ino)),
-            Ok(Some(CachePolicy::All)) => {
-                reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH)
-            }
-            Ok(Some(_)) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
-            Err(e) => reply.error(errno(e)),
+        if !self.answers_open() {
+            return reply.error(self.unsupported(ino));
         }
+        answer_open(&self.fs, &self.passthrough, ino, flags.0, reply);
+    }
+
+    /// CREATE, where the mount answers OPEN (`cache=`, passthrough): the new
+    /// file and its open in one round trip, where MKNOD then OPEN took two.
+    /// Elsewhere ENOSYS before anything is made: the kernel then creates
+    /// with MKNOD and opens without a request, one round trip as well.
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        if let Some(ctl) = self.ctl(parent) {
+            return reply.error(errno(ctl.refuse()));
+        }
+        if !self.answers_open() {
+            return reply.error(Errno::ENOSYS);
+        }
+        let c = caller(req);
+        let result = self.fs.mknod(parent.0, bytes(name), mode, umask, 0, &c);
+        let (fs, pt) = (self.fs.clone(), self.passthrough.clone());
+        let send = move |reply: ReplyCreate, result: FsResult<crate::core::Attr>| match result {
+            Ok(attr) => {
+                let ino = INodeNo(attr.ino);
+                let created = Created { reply, ttl: ttl(attr.ino), attr: file_attr(&attr), generation: GENERATION };
+                answer_open(&fs, &pt, ino, flags, created);
+            }
+            Err(e) => reply.error(errno(e)),
+        };
+        if self.should_park(&result) {
+            let (fs, name) = (self.fs.clone(), name.to_owned());
+            return self.park(reply, move || fs.mknod(parent.0, name.as_bytes(), mode, umask, 0, &c), send);
+        }
+        send(reply, result);
     }
 
     /// Only sent on a mount that answers OPEN (`cache=`, passthrough): the

@@ -22,8 +22,10 @@
 //! us, so this table can only think an open still exists, never miss one.
 
 use std::collections::HashMap;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
 
-use fuser::{BackingId, FileHandle, FopenFlags, INodeNo, ReplyOpen};
+use fuser::{BackingId, Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyOpen};
 
 use crate::core::Fs;
 use crate::ctl::stats::Stats;
@@ -32,6 +34,57 @@ use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 /// File handles say which kind of open a RELEASE ends.
 pub const FH_CACHED: FileHandle = FileHandle(1);
 pub const FH_PASSTHROUGH: FileHandle = FileHandle(2);
+
+/// What answers an open: an OPEN's reply, or a CREATE's, which opens the
+/// file it made (one round trip where MKNOD then OPEN took two).
+pub trait OpenReply {
+    /// Register `fd` as a backing file for passthrough opens.
+    fn open_backing(&self, fd: BorrowedFd<'_>) -> std::io::Result<BackingId>;
+    /// Answer with an open through the kernel's page cache, or direct I/O.
+    fn opened(self, fh: FileHandle, flags: FopenFlags);
+    /// Answer with a passthrough open of backing file `id`.
+    fn opened_passthrough(self, fh: FileHandle, flags: FopenFlags, id: &BackingId);
+    /// Answer with an error.
+    fn error(self, err: Errno);
+}
+
+impl OpenReply for ReplyOpen {
+    fn open_backing(&self, fd: BorrowedFd<'_>) -> std::io::Result<BackingId> {
+        ReplyOpen::open_backing(self, fd)
+    }
+    fn opened(self, fh: FileHandle, flags: FopenFlags) {
+        ReplyOpen::opened(self, fh, flags)
+    }
+    fn opened_passthrough(self, fh: FileHandle, flags: FopenFlags, id: &BackingId) {
+        ReplyOpen::opened_passthrough(self, fh, flags, id)
+    }
+    fn error(self, err: Errno) {
+        ReplyOpen::error(self, err)
+    }
+}
+
+/// A CREATE's reply with the entry of the file it made.
+pub struct Created {
+    pub reply: ReplyCreate,
+    pub ttl: &'static Duration,
+    pub attr: FileAttr,
+    pub generation: Generation,
+}
+
+impl OpenReply for Created {
+    fn open_backing(&self, fd: BorrowedFd<'_>) -> std::io::Result<BackingId> {
+        self.reply.open_backing(fd)
+    }
+    fn opened(self, fh: FileHandle, flags: FopenFlags) {
+        self.reply.created(self.ttl, &self.attr, self.generation, fh, flags)
+    }
+    fn opened_passthrough(self, fh: FileHandle, flags: FopenFlags, id: &BackingId) {
+        self.reply.created_passthrough(self.ttl, &self.attr, self.generation, fh, flags, id)
+    }
+    fn error(self, err: Errno) {
+        self.reply.error(err)
+    }
+}
 
 /// The opens of one inode that constrain the next one.
 #[derive(Default)]
@@ -68,7 +121,7 @@ impl Passthrough {
 
     /// Answer an OPEN of regular file `ino` with page-cache policy `all`:
     /// passthrough when the rules above allow, a cached open otherwise.
-    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: ReplyOpen) {
+    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: impl OpenReply) {
         let mut opens = self.opens.lock();
         let e = opens.entry(ino.0).or_default();
         // O_NONBLOCK on a regular file means nothing to the kernel; memfs's
