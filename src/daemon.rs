@@ -15,6 +15,7 @@ use std::path::Path;
 use fuser::{Config, MountOption, Session, SessionACL, Transport, UringMode};
 
 use crate::core::memfile::KernelStore;
+use crate::core::numa::{self, NumaSys};
 use crate::core::pager::Pager;
 use crate::core::{Fs, FsConfig};
 use crate::ctl::stats::{Stats, TransportState};
@@ -212,6 +213,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
     }
     crate::core::arena::set_huge(opts.huge);
+    let numa: Arc<dyn NumaSys> = Arc::new(numa::Kernel);
+    opts.mpol.check(&numa.memory_nodes()).map_err(|e| format!("invalid mount option 'mpol={}': {e}", opts.mpol))?;
     let kernel_files = kernel_files(opts)?;
     let wants_passthrough = kernel_files.is_some();
     let fs = Arc::new(Fs::new(FsConfig {
@@ -227,7 +230,11 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         max_meta_bytes: opts.meta_ceiling()?,
         cache: opts.cache,
         kernel_files,
+        mpol: opts.mpol.clone(),
+        numa,
     }));
+    // Every arena chunk is placed as it is mapped (the arenas are the process's).
+    crate::core::arena::set_placer(fs.chunk_placer());
     let stats = Arc::new(Stats::default());
     let activity = stats.clone();
     crate::reclaimer::start(&fs).map_err(|e| format!("cannot start the reclaim thread: {e}"))?;
@@ -303,7 +310,7 @@ fn kernel_files(opts: &MountOptions) -> Result<Option<(KernelStore, u64)>, Strin
             if opts.memory_file_huge() != opts.huge {
                 log::info!("memory files: huge=never under a RAM ceiling (the pager pages them a page at a time)");
             }
-            let store = KernelStore::new(opts.size, opts.memory_file_huge());
+            let store = KernelStore::new(opts.size, opts.memory_file_huge(), &opts.mpol.to_string());
             log::info!("passthrough: files of {} bytes or more in {} memory files", opts.passthrough_min, store.kind());
             Ok(Some((store, opts.passthrough_min)))
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use memfs::ctl::{pages, report};
+use memfs::ctl::{self, pages, report};
 use memfs::options::{self, MountOptions, DEFAULT_CTLDIR};
 use memfs::remount;
 
@@ -19,7 +19,7 @@ use memfs::remount;
 #[command(
     name = "memfs",
     version,
-    override_usage = "memfs [-f] [-o OPTIONS] [SOURCE] MOUNTPOINT\n       memfs -o remount,OPTIONS [SOURCE] MOUNTPOINT\n       memfs stat MOUNTPOINT\n       memfs where|evict|prime PATH...",
+    override_usage = "memfs [-f] [-o OPTIONS] [SOURCE] MOUNTPOINT\n       memfs -o remount,OPTIONS [SOURCE] MOUNTPOINT\n       memfs stat MOUNTPOINT\n       memfs migrate MOUNTPOINT\n       memfs where|evict|prime PATH...",
     about = "Mount a new, empty memory file system (like tmpfs, in user space over FUSE).",
     after_help = format!(
         "Mount options (-o, comma-separated; tmpfs's names):\n{}\nUnmount with `umount MOUNTPOINT` (root) or `fusermount3 -u MOUNTPOINT`.\n\
@@ -92,7 +92,8 @@ fn stat(cli: StatCli) -> Result<(), String> {
     // A closed pipe (`| head`) ends the command quietly.
     let quiet = |_| String::new();
     let Some(interval) = cli.watch else {
-        let s = report::read(&dir)?;
+        let mut s = report::read(&dir)?;
+        report::read_pagestat(&dir, &mut s)?;
         let text = if cli.json { report::json(&s, &shown) } else { report::table(&s, &shown) };
         return out.write_all(text.as_bytes()).map_err(quiet);
     };
@@ -119,6 +120,38 @@ fn stat_command(args: &[String]) -> ExitCode {
         Err(e) if e.is_empty() => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("memfs stat: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `memfs migrate MOUNTPOINT`: file pages onto the nodes `mpol` allows.
+#[derive(Parser, Debug)]
+#[command(
+    name = "memfs migrate",
+    bin_name = "memfs migrate",
+    about = "Move a mounted memfs's file pages onto the NUMA nodes its placement policy (mpol=, \
+             .memfs/opts/nodemask) allows, showing progress, the pages moved and failed, and the pages per \
+             node before and after.",
+    after_help = "Exit status 1 if MOUNTPOINT has no memfs control directory or a migration is running already."
+)]
+struct MigrateCli {
+    /// Where the memfs is mounted.
+    mountpoint: PathBuf,
+    /// Name of the control directory (the mount's ctldir= option).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_CTLDIR)]
+    ctldir: String,
+}
+
+fn migrate_command(args: &[String]) -> ExitCode {
+    let cli = MigrateCli::parse_from(args);
+    let tty = std::io::stdout().is_terminal();
+    let result = report::ctl_dir(&cli.mountpoint, &cli.ctldir)
+        .and_then(|dir| ctl::migrate::run(&dir, &mut std::io::stdout().lock(), tty));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memfs migrate: {e}");
             ExitCode::FAILURE
         }
     }
@@ -244,6 +277,9 @@ fn main() -> ExitCode {
     // comes with -o, which `memfs stat` never takes.)
     if args.get(1).map(String::as_str) == Some("stat") && !args.iter().any(|a| a == "-o") {
         return stat_command(&args[1..]);
+    }
+    if args.get(1).map(String::as_str) == Some("migrate") && !args.iter().any(|a| a == "-o") {
+        return migrate_command(&args[1..]);
     }
     if let Some(action) = page_action(args.get(1).map(String::as_str)) {
         if !args.iter().any(|a| a == "-o") {

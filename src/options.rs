@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use crate::core::arena::Huge;
 use crate::core::cache::CachePolicy;
+use crate::core::numa::Policy;
 use crate::core::pager::backing::Backing;
 use crate::core::pager::codec::Codec;
 use crate::core::pager::{PagerConfig, DEFAULT_READAHEAD_PAGES};
@@ -73,6 +74,8 @@ pub struct MountOptions {
     pub huge: Huge,
     /// `uring=`: serve requests over FUSE-over-io_uring queues (docs/TRANSPORT.md).
     pub uring: UringMode,
+    /// `mpol=`: NUMA placement of file pages (tmpfs's syntax; docs/NUMA.md).
+    pub mpol: Policy,
 }
 
 /// `passthrough=auto|on|off`.
@@ -416,6 +419,17 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "mpol",
+        takes_value: true,
+        help: "NUMA placement of file pages, tmpfs's syntax: default, prefer:N, bind:LIST, interleave[:LIST] \
+               or local (LIST as 0-1,3); a node without memory is refused; live in .memfs/opts/mpol and \
+               nodemask, and through remount (default: default)",
+        apply: |o, v| {
+            o.mpol = Policy::parse(v)?;
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "uring",
         takes_value: true,
         help: "auto, on or off: requests over FUSE-over-io_uring, a queue per CPU (Linux 6.14+, and root must \
@@ -589,6 +603,7 @@ impl MountOptions {
             passthrough_min: DEFAULT_PASSTHROUGH_MIN,
             huge: Huge::Never,
             uring: UringMode::Auto,
+            mpol: Policy::Default,
         }
     }
 

@@ -70,7 +70,7 @@ const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
 const FUSE_SHOWN: &[&str] = &["user_id", "group_id", "default_permissions", "allow_other", "max_read", "blksize"];
 
 /// Limits and tunables a remount changes live: option name = control file name.
-const LIVE: &[&str] = &["size", "nr_inodes", "poll_us", "ram"];
+const LIVE: &[&str] = &["size", "nr_inodes", "poll_us", "ram", "mpol"];
 
 /// The daemon's own atime rule (control file `noatime`) after a remount to
 /// `flags`: memfs, not the kernel, updates atime on the reads it serves, so
@@ -252,7 +252,9 @@ fn set_live(ctl: &Path, live: &[(&'static str, String)]) -> Result<Vec<(&'static
         let old = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
         if let Err(e) = std::fs::write(&file, value) {
             restore(ctl, &applied);
-            let why = if e.raw_os_error() == Some(libc::EINVAL) && *name != "poll_us" {
+            let why = if e.raw_os_error() == Some(libc::EINVAL) && *name == "mpol" {
+                "a node that does not exist or has no memory".to_string()
+            } else if e.raw_os_error() == Some(libc::EINVAL) && *name != "poll_us" {
                 "below what is in use now, or out of range".to_string()
             } else {
                 e.to_string()

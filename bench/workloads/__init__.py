@@ -2,9 +2,9 @@
 
 Owns: only this list. See bench/runner.py for what a workload module provides.
 """
-from workloads import (connectathon, createdelete, devwork, fileop, fio_bulk, mounttime, pager,
-                       passthrough, postmark)
+from workloads import (connectathon, createdelete, devwork, fileop, fio_bulk, mounttime, numa,
+                       pager, passthrough, postmark)
 
 ALL = [postmark, connectathon, fileop, createdelete, fio_bulk, devwork, mounttime, pager,
-       passthrough]
+       passthrough, numa]
 BY_NAME = {w.NAME: w for w in ALL}

@@ -26,7 +26,10 @@
 //!   a chunk that empties is unmapped, but for one spare per class kept
 //!   until the next trim;
 //! - a chunk is the unit that `huge=` (transparent huge pages, [`Huge`])
-//!   and later NUMA placement (issue 10, `mbind` per chunk) apply to.
+//!   and NUMA placement ([`set_placer`]: `mbind` per chunk as it is
+//!   mapped; [`chunk_bases`] to place them all again) apply to, and
+//!   [`live_pages`] says which OS pages hold pages (`stats/pagestat`,
+//!   `memfs migrate`: core/place.rs).
 //!
 //! Locks: one mutex per size class, a leaf, held for a list operation (and
 //! by [`trim`] for one chunk at a time); never held across anything else.
@@ -41,7 +44,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-use crate::sync::{AtomicI64, AtomicU64, AtomicU8, Mutex, Ordering};
+use crate::sync::{Arc, AtomicI64, AtomicU64, AtomicU8, Mutex, OnceLock, Ordering};
 
 /// Bytes per chunk, and its alignment (one transparent huge page on x86-64).
 pub const CHUNK: usize = 2 << 20;
@@ -340,6 +343,29 @@ struct Arenas {
 static ARENAS: Arenas = Arenas::new();
 static HUGE: AtomicU8 = AtomicU8::new(0);
 
+/// Places a chunk (`base`, bytes) as it is mapped: NUMA placement, set
+/// once by the mount (core/place.rs).
+pub type Placer = Arc<dyn Fn(usize, usize) + Send + Sync>;
+static PLACER: OnceLock<Placer> = OnceLock::new();
+
+/// Set what places every chunk mapped from now on (once per process).
+pub fn set_placer(p: Placer) {
+    let _ = PLACER.set(p);
+}
+
+/// The base addresses of the chunks mapped now (each [`CHUNK`] bytes).
+pub fn chunk_bases() -> Vec<usize> {
+    ARENAS.classes.iter().flat_map(|c| c.lock().chunks.keys().copied().collect::<Vec<_>>()).collect()
+}
+
+/// Call `f` with the addresses of the OS pages that hold at least one
+/// slot in use, one chunk at a time (each class's lock is held while a
+/// chunk's list is made, never while `f` runs: pages may be freed, and
+/// chunks unmapped, by the time `f` looks at them).
+pub fn live_pages(f: &mut dyn FnMut(&[usize])) {
+    ARENAS.live_pages(f)
+}
+
 /// Set `huge=` for chunks mapped from now on (a remount applies to new chunks).
 pub fn set_huge(h: Huge) {
     HUGE.store(h as u8, Ordering::Relaxed);
@@ -541,8 +567,39 @@ impl Arenas {
             let advice = if full_pages && huge().arenas_huge() { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
             libc::madvise(base as *mut libc::c_void, CHUNK, advice);
         }
+        if let Some(place) = PLACER.get() {
+            place(base, CHUNK);
+        }
         self.mapped.fetch_add(CHUNK as u64, Ordering::Relaxed);
         base
+    }
+
+    fn live_pages(&self, f: &mut dyn FnMut(&[usize])) {
+        let mut pages = Vec::new();
+        for (class, lock) in self.classes.iter().enumerate() {
+            let g = Geometry::of(slot_size(class));
+            let bases: Vec<usize> = lock.lock().chunks.keys().copied().collect();
+            for base in bases {
+                pages.clear();
+                {
+                    let c = lock.lock();
+                    let Some(ch) = c.chunks.get(&base) else { continue };
+                    if ch.used == 0 {
+                        continue;
+                    }
+                    for slot in (0..g.spans * g.per_span).filter(|s| ch.free[s / 64] & (1 << (s % 64)) == 0) {
+                        let off = g.offset(slot);
+                        for page in off / OS_PAGE..=(off + g.size() - 1) / OS_PAGE {
+                            let addr = base + page * OS_PAGE;
+                            if pages.last() != Some(&addr) {
+                                pages.push(addr);
+                            }
+                        }
+                    }
+                }
+                f(&pages);
+            }
+        }
     }
 
     fn unmap_chunk(&self, base: usize) {
@@ -645,6 +702,33 @@ mod tests {
     #[should_panic(expected = "more than a page")]
     fn more_than_a_page_is_refused() {
         PageBuf::zeroed(4097);
+    }
+
+    #[test]
+    fn live_pages_are_the_pages_that_hold_slots_in_use() {
+        let a = Arenas::new();
+        let pages_of = |a: &Arenas| {
+            let mut got = vec![];
+            a.live_pages(&mut |p| got.extend_from_slice(p));
+            got
+        };
+        assert!(pages_of(&a).is_empty());
+        let full = CLASSES - 1;
+        let (p1, p2) = (a.alloc(full), a.alloc(full));
+        // 5 slots of 960 bytes: 4800 bytes over two pages of one span.
+        let small = class_of(960);
+        let s: Vec<NonNull<u8>> = (0..5).map(|_| a.alloc(small)).collect();
+        let page = |p: &NonNull<u8>, off: usize| (p.as_ptr() as usize + off) & !(OS_PAGE - 1);
+        let mut want: BTreeSet<usize> = [page(&p1, 0), page(&p2, 0)].into();
+        for p in &s {
+            want.extend([page(p, 0), page(p, 959)]);
+        }
+        let got = pages_of(&a);
+        assert_eq!(got.len(), want.len(), "each page once: {got:x?}");
+        assert_eq!(got.iter().copied().collect::<BTreeSet<_>>(), want);
+        a.free(p2, full);
+        assert!(!pages_of(&a).contains(&page(&p2, 0)), "a freed page is not live");
+        assert_eq!(pages_of(&a).len(), want.len() - 1);
     }
 
     #[test]

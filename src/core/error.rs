@@ -48,6 +48,8 @@ pub enum FsError {
     /// A paged-out page could not be read back intact: the backing store
     /// failed or its checksum did not match (EIO, for that request only).
     Io,
+    /// One is running already (EBUSY: a second `migrate`).
+    Busy,
 }
 
 impl fmt::Display for FsError {

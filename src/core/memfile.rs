@@ -27,6 +27,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use super::arena::Huge;
+use super::numa::{NumaSys, Policy};
 use super::types::{Timespec, PAGE_SIZE};
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering};
 use std::sync::atomic::AtomicU32;
@@ -103,7 +104,7 @@ fn fsconfig_cmd(fd: &OwnedFd, cmd: libc::c_uint) -> io::Result<()> {
 
 /// fsopen/fsconfig/fsmount a tmpfs of `size_bytes` (0: unlimited), not
 /// attached anywhere; its mount fd.
-fn detached_tmpfs(size_bytes: u64, huge: &str) -> io::Result<OwnedFd> {
+fn detached_tmpfs(size_bytes: u64, huge: &str, mpol: &str) -> io::Result<OwnedFd> {
     // SAFETY: plain system calls on valid C strings; every returned fd is
     // owned at once.
     unsafe {
@@ -118,6 +119,10 @@ fn detached_tmpfs(size_bytes: u64, huge: &str) -> io::Result<OwnedFd> {
         set("nr_inodes", "0")?;
         set("mode", "0700")?;
         set("huge", huge)?;
+        if mpol != "default" {
+            // (A kernel without NUMA refuses the option even as default.)
+            set("mpol", mpol)?;
+        }
         fsconfig_cmd(&fs, libc::FSCONFIG_CMD_CREATE)?;
         let mnt = cvt(libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, 0))?;
         Ok(OwnedFd::from_raw_fd(mnt as i32))
@@ -129,14 +134,15 @@ impl KernelStore {
     /// else memfd files.
     /// A kernel without transparent huge pages refuses any `huge=` but
     /// never: the instance is then made without huge pages.
-    pub fn new(size_bytes: u64, huge: Huge) -> KernelStore {
-        let mount = detached_tmpfs(size_bytes, &huge.to_string())
+    /// `mpol` is its `mpol=` (tmpfs's syntax), checked by the caller.
+    pub fn new(size_bytes: u64, huge: Huge, mpol: &str) -> KernelStore {
+        let mount = detached_tmpfs(size_bytes, &huge.to_string(), mpol)
             .or_else(|e| {
                 if huge == Huge::Never {
                     return Err(e);
                 }
                 log::info!("private tmpfs: huge={huge} refused ({e}); without huge pages");
-                detached_tmpfs(size_bytes, "never")
+                detached_tmpfs(size_bytes, "never", mpol)
             })
             .ok();
         KernelStore { mount: mount.map(Arc::new) }
@@ -150,6 +156,18 @@ impl KernelStore {
     /// Set the private instance's `size=` to `bytes` (0: unlimited), so the
     /// kernel stops passthrough writers there; nothing for memfd files.
     pub fn set_size(&self, bytes: u64) -> io::Result<()> {
+        self.reconfigure("size", &bytes.to_string())
+    }
+
+    /// Set the private instance's `mpol=` (tmpfs's syntax): new pages of
+    /// memory files follow it; nothing for memfd files (their pages follow
+    /// the policy of the task that allocates them).
+    pub fn set_mpol(&self, mpol: &str) -> io::Result<()> {
+        self.reconfigure("mpol", mpol)
+    }
+
+    /// Change one option of the private instance (a remount of it).
+    fn reconfigure(&self, key: &str, value: &str) -> io::Result<()> {
         let Some(mnt) = &self.mount else { return Ok(()) };
         // SAFETY: fspick/fsconfig on a valid mount fd and C strings; the
         // returned fd is owned at once.
@@ -162,7 +180,7 @@ impl KernelStore {
                 libc::FSPICK_EMPTY_PATH | libc::FSPICK_CLOEXEC,
             ))?;
             let fc = OwnedFd::from_raw_fd(fc as i32);
-            let (k, v) = (cstr("size"), CString::new(bytes.to_string()).expect("digits"));
+            let (k, v) = (cstr(key), cstr(value));
             cvt(libc::syscall(
                 libc::SYS_fsconfig,
                 fc.as_raw_fd(),
@@ -279,6 +297,106 @@ impl MemFile {
             atime: Timespec { sec: st.st_atime, nsec: st.st_atime_nsec as u32 },
             mtime: Timespec { sec: st.st_mtime, nsec: st.st_mtime_nsec as u32 },
         })
+    }
+
+    /// Call `f` with the addresses of this file's pages that are in RAM, in
+    /// batches, in a shared read-only mapping of it made for the call, whose
+    /// page tables are filled for them first so that `move_pages` finds
+    /// them: `mincore` says which pages are in RAM, MADV_POPULATE_READ maps
+    /// just those runs (it fails, where a plain touch would SIGBUS, if the
+    /// file shrank meanwhile). The caller holds the file's data lock, so
+    /// the pager punches no hole meanwhile; a passthrough writer punching
+    /// one in the same instant could have a zero page mapped back there.
+    /// `pick` is asked for each page in RAM, in order, whether to include
+    /// it (a sample); only those picked are mapped.
+    pub fn with_resident_pages(&self, pick: &mut dyn FnMut() -> bool, f: &mut dyn FnMut(&[usize])) -> io::Result<()> {
+        const BATCH: usize = 4096;
+        const MADV_POPULATE_READ: i32 = 22;
+        let page = PAGE_SIZE as usize;
+        let pages = self.stat()?.size.div_ceil(PAGE_SIZE) as usize;
+        if pages == 0 {
+            return Ok(());
+        }
+        let len = pages * page;
+        // SAFETY: a new shared read-only mapping of our own fd; nothing else
+        // is touched, and it is unmapped below.
+        let addr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, self.fd.as_raw_fd(), 0) };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        struct Mapping(*mut libc::c_void, usize);
+        impl Drop for Mapping {
+            fn drop(&mut self) {
+                // SAFETY: unmapping the mapping made above, used by nobody after.
+                unsafe { libc::munmap(self.0, self.1) };
+            }
+        }
+        let _unmap = Mapping(addr, len);
+        let mut resident = vec![0u8; pages];
+        // SAFETY: mincore over our mapping into a vector of one byte per page.
+        if unsafe { libc::mincore(addr, len, resident.as_mut_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let base = addr as usize;
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut i = 0;
+        while i < pages {
+            if resident[i] & 1 == 0 {
+                i += 1;
+                continue;
+            }
+            // A run of picked pages in RAM, [start, end), mapped in one call
+            // (only picked pages are mapped: a sample of a large file costs
+            // what its sample does); each page is offered to `pick` once.
+            let start = i;
+            let mut end = i;
+            while i < pages && resident[i] & 1 != 0 {
+                i += 1;
+                if !pick() {
+                    break;
+                }
+                end = i;
+            }
+            if end == start {
+                continue;
+            }
+            // SAFETY: madvise within our mapping.
+            let run = (base + start * page) as *mut libc::c_void;
+            if unsafe { libc::madvise(run, (end - start) * page, MADV_POPULATE_READ) } != 0 {
+                continue; // not mapped now: not counted
+            }
+            for p in start..end {
+                batch.push(base + p * page);
+                if batch.len() == BATCH {
+                    f(&batch);
+                    batch.clear();
+                }
+            }
+        }
+        if !batch.is_empty() {
+            f(&batch);
+        }
+        Ok(())
+    }
+
+    /// Give the file `policy` as its own for offsets below `span` (`mbind`
+    /// through a mapping of it: shmem keeps a policy per file, taken from
+    /// its tmpfs's `mpol=` when it was made), so its new pages follow a
+    /// change of the mount's policy.
+    pub fn set_policy(&self, sys: &dyn NumaSys, policy: &Policy, span: u64) -> io::Result<()> {
+        let len = span.max(PAGE_SIZE) as usize;
+        // SAFETY: a new shared mapping of our own fd that nothing touches
+        // (PROT_NONE), unmapped below.
+        let addr =
+            unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_NONE, libc::MAP_SHARED, self.fd.as_raw_fd(), 0) };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let r = sys.bind(addr as usize, len, policy, false);
+        // SAFETY: unmapping the mapping made above.
+        unsafe { libc::munmap(addr, len) };
+        r
     }
 
     /// Take the file as it is now as memfs's own view (after memfs changed

@@ -35,7 +35,9 @@ mod kfile;
 mod kpager;
 pub mod memfile;
 mod namei;
+pub mod numa;
 pub mod pager;
+mod place;
 mod reclaim;
 mod rw;
 pub mod types;
@@ -84,6 +86,9 @@ pub struct FsConfig {
     pub cache: Option<cache::CachePolicy>,
     /// Kernel memory files for large files: where, and from what size.
     pub kernel_files: Option<(memfile::KernelStore, u64)>,
+    /// NUMA placement of file pages (`mpol=`), and the system it asks.
+    pub mpol: numa::Policy,
+    pub numa: Arc<dyn numa::NumaSys>,
 }
 
 impl FsConfig {
@@ -102,6 +107,8 @@ impl FsConfig {
             max_meta_bytes: 0,
             cache: None,
             kernel_files: None,
+            mpol: numa::Policy::Default,
+            numa: Arc::new(numa::Kernel),
         }
     }
 }
@@ -140,6 +147,10 @@ pub struct Fs {
     passthrough_min: AtomicU64,
     /// Inodes whose bytes are in kernel memory files (pruned lazily).
     kernel_inos: Mutex<HashSet<Ino>>,
+    /// NUMA placement of file pages (core/place.rs).
+    placement: Arc<numa::Placement>,
+    /// The last (or running) `memfs migrate`.
+    migration: Mutex<place::MigrationStatus>,
 }
 
 impl Fs {
@@ -162,6 +173,8 @@ impl Fs {
             passthrough_min: AtomicU64::new(cfg.kernel_files.as_ref().map_or(u64::MAX, |k| k.1)),
             kernel_store: cfg.kernel_files.map(|k| k.0),
             kernel_inos: Mutex::new(HashSet::new()),
+            placement: Arc::new(numa::Placement::new(cfg.numa, cfg.mpol)),
+            migration: Mutex::default(),
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.

@@ -195,6 +195,57 @@ pub const TRANSPORT: &[Scalar] = &[
     },
 ];
 
+/// `stats/migrate`: the last (or running) `memfs migrate`.
+pub const MIGRATE: &[Scalar] = &[
+    Scalar {
+        key: "running",
+        metric: "memfs_migrate_running",
+        kind: MetricType::Gauge,
+        help: "1 while a migration of file pages onto the allowed NUMA nodes runs (opts/migrate).",
+        get: |v| u64::from(v.fs.migration().running),
+    },
+    Scalar {
+        key: "migrations_total",
+        metric: "memfs_migrations_total",
+        kind: MetricType::Counter,
+        help: "Migrations started since mount.",
+        get: |v| v.fs.migration().runs,
+    },
+    Scalar {
+        key: "pages",
+        metric: "memfs_migrate_pages",
+        kind: MetricType::Gauge,
+        help: "Pages of file data in RAM the last (or running) migration looked at.",
+        get: |v| v.fs.migration().done.pages,
+    },
+    Scalar {
+        key: "moved",
+        metric: "memfs_migrate_moved_pages",
+        kind: MetricType::Gauge,
+        help: "Pages the last (or running) migration moved to a node the policy allows.",
+        get: |v| v.fs.migration().done.moved,
+    },
+    Scalar {
+        key: "failed",
+        metric: "memfs_migrate_failed_pages",
+        kind: MetricType::Gauge,
+        help: "Pages the last (or running) migration should have moved and could not (busy, or no room).",
+        get: |v| v.fs.migration().done.failed,
+    },
+    Scalar {
+        key: "data_pages",
+        metric: "memfs_data_pages",
+        kind: MetricType::Gauge,
+        help: "Pages of file data the mount holds, in every tier (what a migration walks at most).",
+        get: |v| v.usage.used_pages,
+    },
+];
+
+/// Prometheus family of `stats/pagestat`, one sample per node.
+pub const NUMA_PAGES_METRIC: &str = "memfs_numa_pages";
+pub const NUMA_PAGES_HELP: &str =
+    "Pages of file data in RAM on each NUMA node, as the kernel says (move_pages), arenas and memory files.";
+
 /// `stats/passthrough`: what memfs can see of I/O it never serves.
 pub const PASSTHROUGH: &[Scalar] = &[
     Scalar {

@@ -20,6 +20,7 @@
 //! and a read-only file refuses even root.
 
 mod metrics;
+pub mod migrate;
 pub mod pages;
 mod prometheus;
 mod render;

@@ -8,8 +8,8 @@
 use std::fmt::Write;
 
 use super::metrics::{
-    MetricType, View, IO, OP_DURATION_HELP, OP_DURATION_METRIC, PAGER, PASSTHROUGH, TRANSPORT, UID_BYTES_HELP,
-    UID_BYTES_METRIC, UID_INODES_HELP, UID_INODES_METRIC, USAGE,
+    MetricType, View, IO, MIGRATE, NUMA_PAGES_HELP, NUMA_PAGES_METRIC, OP_DURATION_HELP, OP_DURATION_METRIC, PAGER,
+    PASSTHROUGH, TRANSPORT, UID_BYTES_HELP, UID_BYTES_METRIC, UID_INODES_HELP, UID_INODES_METRIC, USAGE,
 };
 use super::stats::{bucket_bound_ns, BOUNDED_BUCKETS};
 use crate::core::types::PAGE_SIZE;
@@ -41,9 +41,14 @@ fn seconds(ns: u64) -> String {
 pub fn render(v: &View) -> String {
     let mut out = String::new();
     let mp = format!("mountpoint=\"{}\"", escape(v.mountpoint));
-    for s in USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH).chain(TRANSPORT) {
+    for s in USAGE.iter().chain(IO).chain(PAGER).chain(PASSTHROUGH).chain(TRANSPORT).chain(MIGRATE) {
         family(&mut out, s.metric, s.kind.name(), s.help);
         let _ = writeln!(out, "{}{{{mp}}} {}", s.metric, (s.get)(v));
+    }
+
+    family(&mut out, NUMA_PAGES_METRIC, MetricType::Gauge.name(), NUMA_PAGES_HELP);
+    for (node, pages) in v.fs.pagestat() {
+        let _ = writeln!(out, "{NUMA_PAGES_METRIC}{{{mp},node=\"{node}\"}} {pages}");
     }
 
     let by_uid = v.fs.usage_by_uid();

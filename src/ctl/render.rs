@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::metrics::{Scalar, View, IO, PAGER, PASSTHROUGH, TRANSPORT, USAGE};
+use super::metrics::{Scalar, View, IO, MIGRATE, PAGER, PASSTHROUGH, TRANSPORT, USAGE};
 use super::prometheus;
 use super::stats::{bucket_bound_ns, OpSnapshot, BOUNDED_BUCKETS};
 use super::tunables::TUNABLES;
@@ -50,6 +50,16 @@ pub const STAT_FILES: &[StatFile] = &[
         help: "how requests reach memfs: `transport: dev_fuse` or `io_uring` (uring=), then `key: value` lines",
         render: transport,
     },
+    StatFile {
+        name: "pagestat",
+        help: "pages of file data in RAM per NUMA node, `node<N> <pages>`, where the kernel says they are",
+        render: pagestat,
+    },
+    StatFile {
+        name: "migrate",
+        help: "the last (or running) migration onto the allowed nodes (opts/migrate), as `key: value` lines",
+        render: migrate,
+    },
     StatFile { name: "uid", help: "data bytes and inodes owned by each uid", render: uid },
     StatFile {
         name: "prometheus",
@@ -85,6 +95,16 @@ fn passthrough(v: &View) -> String {
 fn transport(v: &View) -> String {
     let mut out = format!("transport: {}\n", v.stats.transport.get().name);
     scalars(&mut out, v, TRANSPORT);
+    out
+}
+
+fn pagestat(v: &View) -> String {
+    v.fs.pagestat().iter().map(|(node, pages)| format!("node{node} {pages}\n")).collect()
+}
+
+fn migrate(v: &View) -> String {
+    let mut out = String::new();
+    scalars(&mut out, v, MIGRATE);
     out
 }
 

@@ -44,6 +44,9 @@ pub struct Sample {
     pub transport: Option<String>,
     pub ops: Vec<OpRow>,
     pub uids: Vec<UidRow>,
+    /// `stats/pagestat`: pages per NUMA node; only filled by
+    /// [`read_pagestat`] (it walks every data page, not for `--watch`).
+    pub numa: Vec<(u32, u64)>,
     pub at: Instant,
 }
 
@@ -144,8 +147,27 @@ pub fn read(dir: &Path) -> Result<Sample, String> {
         transport: file("transport").ok().and_then(|t| parse_transport(&t)),
         ops: parse_ops(&file("ops")?)?,
         uids: parse_uids(&file("uid")?)?,
+        numa: vec![],
         at: Instant::now(),
     })
+}
+
+/// `stats/pagestat` (`node<N> <pages>` lines) into `s`; nothing from a
+/// daemon older than NUMA placement.
+pub fn read_pagestat(dir: &Path, s: &mut Sample) -> Result<(), String> {
+    let Ok(text) = std::fs::read_to_string(dir.join("stats/pagestat")) else { return Ok(()) };
+    s.numa = parse_pagestat(&text)?;
+    Ok(())
+}
+
+pub fn parse_pagestat(text: &str) -> Result<Vec<(u32, u64)>, String> {
+    text.lines()
+        .map(|l| {
+            let (node, pages) =
+                l.strip_prefix("node").and_then(|r| r.split_once(' ')).ok_or_else(|| bad("pagestat", l))?;
+            Ok((node.parse().map_err(|_| bad("pagestat", l))?, pages.parse().map_err(|_| bad("pagestat", l))?))
+        })
+        .collect()
 }
 
 /// Bytes in binary units, as `df -h` shows them.
@@ -248,6 +270,10 @@ pub fn table(s: &Sample, mountpoint: &str) -> String {
     if let Some(t) = &s.transport {
         let _ = writeln!(out, "transport {t}");
     }
+    if !s.numa.is_empty() {
+        let nodes: Vec<String> = s.numa.iter().map(|(n, p)| format!("node{n} {}", human_bytes(p * 4096))).collect();
+        let _ = writeln!(out, "file data in RAM by NUMA node: {}", nodes.join(", "));
+    }
     let _ = writeln!(out, "\n{:<10} {:>10} {:>10}", "uid", "data", "inodes");
     for u in &s.uids {
         let _ = writeln!(out, "{:<10} {:>10} {:>10}", u.uid, human_bytes(u.data_bytes), u.inodes);
@@ -349,7 +375,7 @@ pub fn json(s: &Sample, mountpoint: &str) -> String {
         .map(|u| format!("{{\"uid\": {}, \"data_bytes\": {}, \"inodes\": {}}}", u.uid, u.data_bytes, u.inodes))
         .collect();
     format!(
-        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"pager\": {}, \"passthrough\": {}, \"transport\": {}, \"ops\": {{{}}}, \"uid\": [{}]}}\n",
+        "{{\"mountpoint\": {}, \"usage\": {}, \"io\": {}, \"pager\": {}, \"passthrough\": {}, \"transport\": {}, \"ops\": {{{}}}, \"uid\": [{}], \"pagestat\": {{{}}}}}\n",
         json_str(mountpoint),
         json_map(&s.usage),
         json_map(&s.io),
@@ -357,7 +383,8 @@ pub fn json(s: &Sample, mountpoint: &str) -> String {
         json_map(&s.passthrough),
         s.transport.as_deref().map_or_else(|| "null".to_string(), json_str),
         ops.join(", "),
-        uids.join(", ")
+        uids.join(", "),
+        s.numa.iter().map(|(n, p)| format!("\"node{n}\": {p}")).collect::<Vec<_>>().join(", ")
     )
 }
 
@@ -443,6 +470,7 @@ mod tests {
             transport: parse_transport("transport: io_uring\nio_uring: 1\nio_uring_queues: 2\n"),
             ops: parse_ops(ops).unwrap(),
             uids: parse_uids("uid data_bytes inodes\n0 4096 3\n1000 8192 2\n").unwrap(),
+            numa: parse_pagestat("node0 2\nnode1 0\n").unwrap(),
             at: Instant::now(),
         }
     }
@@ -477,6 +505,8 @@ mod tests {
         let s = sample(OPS, 4096);
         let t = table(&s, "/mnt/x");
         assert!(t.contains("1.0M") && t.contains("4.0K") && t.contains("1%"), "{t}");
+        assert!(t.contains("by NUMA node: node0 8.0K, node1 0B"), "{t}");
+        assert!(parse_pagestat("node0 x\n").is_err() && parse_pagestat("0 1\n").is_err());
         assert!(t.contains("lookup") && !t.contains("write  "), "{t}");
         let j = json(&s, "/mnt/\"x\"");
         assert!(j.starts_with("{\"mountpoint\": \"/mnt/\\\"x\\\"\""), "{j}");

@@ -137,7 +137,21 @@ fn readdir_lists_and_resumes() {
     let c = ctl();
     let opts = path(&c, &["opts"]).unwrap().ino;
     let names: Vec<String> = listing(&c, opts, 0, false, 100).into_iter().map(|e| e.0).collect();
-    assert_eq!(names, [".", "..", "README", "size", "nr_inodes", "ram", "no_data", "noatime", "poll_us"]);
+    let want = [
+        ".",
+        "..",
+        "README",
+        "size",
+        "nr_inodes",
+        "ram",
+        "no_data",
+        "noatime",
+        "poll_us",
+        "mpol",
+        "nodemask",
+        "migrate",
+    ];
+    assert_eq!(names, want);
     let rest = listing(&c, opts, 3, false, 100);
     assert_eq!(rest[0].0, "size");
     let top = path(&c, &[]).unwrap().ino;

@@ -6,10 +6,11 @@
 //! anything out of range, and nothing changes when a write is refused.
 //! Values are parsed by the same functions as the mount options.
 
+use crate::core::numa::{self, Policy};
 use crate::core::types::PAGE_SIZE;
 use crate::core::{Fs, FsError, FsResult};
 use crate::options::{parse_count, size_in_pages, MAX_POLL_US};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// Live settings of the layers above the core (the FUSE transport), read
 /// by those layers on every use and changed here.
@@ -28,7 +29,7 @@ impl Knobs {
 
 /// What a tunable reads and changes.
 pub struct Target<'a> {
-    pub fs: &'a Fs,
+    pub fs: &'a Arc<Fs>,
     pub knobs: &'a Knobs,
 }
 
@@ -38,8 +39,8 @@ pub struct Tunable {
     pub name: &'static str,
     /// One line, shown in `opts/README` and docs/TUNABLES.md.
     pub help: &'static str,
-    /// The current value, as written back by a read.
-    pub get: fn(&Target) -> u64,
+    /// The current value, as a read shows it (without the newline).
+    pub get: fn(&Target) -> String,
     /// Parse and apply a value (already trimmed); `Invalid` changes nothing.
     pub set: fn(&Target, &str) -> FsResult<()>,
 }
@@ -50,28 +51,28 @@ pub const TUNABLES: &[Tunable] = &[
         name: "size",
         help: "data limit in bytes (reads back in bytes); write bytes, a k/m/g/t suffix or N% of RAM; 0 = unlimited; \
                growing always works, shrinking below the data in use fails with EINVAL",
-        get: |t| t.fs.usage().max_pages.saturating_mul(PAGE_SIZE),
+        get: |t| t.fs.usage().max_pages.saturating_mul(PAGE_SIZE).to_string(),
         set: |t, v| t.fs.set_max_pages(size_in_pages(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
         name: "nr_inodes",
         help: "inode limit; write a number with an optional k/m/g suffix; 0 = unlimited; \
                shrinking below the inodes in use fails with EINVAL",
-        get: |t| t.fs.usage().max_inodes,
+        get: |t| t.fs.usage().max_inodes.to_string(),
         set: |t, v| t.fs.set_max_inodes(parse_count(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
         name: "ram",
         help: "RAM ceiling for file data in bytes (ram=); write bytes, a k/m/g/t suffix or N% of RAM; \
                lowering it pages out at once as far as it can; 0 = no ceiling; EINVAL on a mount without ram=",
-        get: |t| t.fs.pager_stats().map_or(0, |p| p.ram_limit_bytes),
+        get: |t| t.fs.pager_stats().map_or(0, |p| p.ram_limit_bytes).to_string(),
         set: |t, v| t.fs.set_ram_limit(size_in_pages(v).map_err(|_| FsError::Invalid)?.saturating_mul(PAGE_SIZE)),
     },
     Tunable {
         name: "no_data",
         help: "1 = discard written bytes but keep file sizes (reads of them return zeros), \
                for benchmarking metadata alone; 0 = store data (default)",
-        get: |t| u64::from(t.fs.no_data()),
+        get: |t| u64::from(t.fs.no_data()).to_string(),
         set: |t, v| {
             t.fs.set_no_data(switch(v)?);
             Ok(())
@@ -81,7 +82,7 @@ pub const TUNABLES: &[Tunable] = &[
         name: "noatime",
         help: "1 = never update access times (as the noatime mount option), 0 = relatime rules; \
                `mount -o remount,noatime` sets it",
-        get: |t| u64::from(t.fs.noatime()),
+        get: |t| u64::from(t.fs.noatime()).to_string(),
         set: |t, v| {
             t.fs.set_noatime(switch(v)?);
             Ok(())
@@ -91,14 +92,56 @@ pub const TUNABLES: &[Tunable] = &[
         name: "poll_us",
         help: "microseconds the FUSE worker keeps polling for the next request before it sleeps, \
                while a CPU is idle to spare (0-1000000; 0 = never poll)",
-        get: |t| t.knobs.poll_us.load(Ordering::Relaxed),
+        get: |t| t.knobs.poll_us.load(Ordering::Relaxed).to_string(),
         set: |t, v| {
             let us = v.parse::<u64>().ok().filter(|&us| us <= MAX_POLL_US).ok_or(FsError::Invalid)?;
             t.knobs.poll_us.store(us, Ordering::Relaxed);
             Ok(())
         },
     },
+    Tunable {
+        name: "mpol",
+        help: "NUMA placement of file pages (mpol=, tmpfs's syntax): default, prefer:N, bind:LIST, \
+               interleave[:LIST] or local; new pages follow a change at once, `migrate` moves the others; \
+               a node without memory is EINVAL",
+        get: |t| t.fs.placement().policy().to_string(),
+        set: |t, v| set_policy(t, Policy::parse(v)),
+    },
+    Tunable {
+        name: "nodemask",
+        help: "the nodes new file pages may go to, as a hex nodemask (00000000,00000003 = nodes 0 and 1); \
+               writing one keeps mpol's mode (default and local become bind; prefer takes one node); \
+               a node without memory is EINVAL",
+        get: |t| t.fs.placement().nodemask(),
+        set: |t, v| {
+            let nodes = numa::parse_mask(v).map_err(|e| refused("nodemask", &e))?;
+            set_policy(t, t.fs.placement().policy().with_nodes(nodes))
+        },
+    },
+    Tunable {
+        name: "migrate",
+        help: "write 1 to move the pages of file data that mpol does not allow onto nodes it does, on a \
+               thread of its own (EBUSY while one runs); reads 1 while one runs; progress and counts in \
+               stats/migrate (`memfs migrate MOUNTPOINT` does all this)",
+        get: |t| u64::from(t.fs.migration().running).to_string(),
+        set: |t, v| match v {
+            "1" if t.fs.start_migration() => Ok(()),
+            "1" => Err(FsError::Busy),
+            _ => Err(FsError::Invalid),
+        },
+    },
 ];
+
+/// Apply a parsed policy; a bad one is EINVAL, logged with why.
+fn set_policy(t: &Target, p: Result<Policy, String>) -> FsResult<()> {
+    let p = p.map_err(|e| refused("mpol", &e))?;
+    t.fs.set_policy(p).map_err(|e| refused("mpol", &e))
+}
+
+fn refused(file: &str, why: &str) -> FsError {
+    log::info!("opts/{file}: refused: {why}");
+    FsError::Invalid
+}
 
 /// A 0/1 switch; anything else is EINVAL.
 fn switch(v: &str) -> FsResult<bool> {
@@ -136,22 +179,22 @@ mod tests {
 
     static KNOBS: Knobs = Knobs::new(0);
 
-    fn target(fs: &Fs) -> Target<'_> {
+    fn target(fs: &Arc<Fs>) -> Target<'_> {
         Target { fs, knobs: &KNOBS }
     }
 
-    fn set(fs: &Fs, name: &str, raw: &[u8]) -> FsResult<()> {
+    fn set(fs: &Arc<Fs>, name: &str, raw: &[u8]) -> FsResult<()> {
         (tunable(name).set)(&target(fs), value_of(raw)?)
     }
 
-    fn get(fs: &Fs, name: &str) -> u64 {
-        (tunable(name).get)(&target(fs))
+    fn get(fs: &Arc<Fs>, name: &str) -> u64 {
+        (tunable(name).get)(&target(fs)).parse().unwrap()
     }
 
     #[test]
     fn ram_moves_the_ceiling_and_pages_out_at_once() {
         use crate::core::pager::{codec::Codec, Pager, PagerConfig};
-        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(0, 0)));
         assert_eq!(set(&fs, "ram", b"1M"), Err(FsError::Invalid), "no pager on this mount");
         assert_eq!(get(&fs, "ram"), 0);
         let pager = std::sync::Arc::new(Pager::new(PagerConfig {
@@ -162,7 +205,7 @@ mod tests {
         }));
         let mut cfg = FsConfig::with_limits(0, 0);
         cfg.pager = Some(pager.clone());
-        let fs = Fs::new(cfg);
+        let fs = Arc::new(Fs::new(cfg));
         let me = Caller { uid: 0, gid: 0, pid: 0 };
         let f = fs.mknod(ROOT_INO, b"f", libc::S_IFREG | 0o644, 0, 0, &me).unwrap();
         fs.write(f.ino, 0, &vec![b'x'; 64 * PAGE_SIZE as usize], &me).unwrap();
@@ -177,7 +220,7 @@ mod tests {
 
     #[test]
     fn size_parses_like_the_mount_option_and_reads_back_in_bytes() {
-        let fs = Fs::new(FsConfig::with_limits(10, 100));
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(10, 100)));
         assert_eq!(get(&fs, "size"), 10 * PAGE_SIZE);
         set(&fs, "size", b"2G\n").unwrap();
         assert_eq!(get(&fs, "size"), 2 << 30);
@@ -189,7 +232,7 @@ mod tests {
 
     #[test]
     fn invalid_values_change_nothing() {
-        let fs = Fs::new(FsConfig::with_limits(10, 100));
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(10, 100)));
         let bad: &[&[u8]] =
             &[b"", b"\n", b"abc", b"-1", b"1x", b"0%", b"101%", b"\xff\xfe", b"1 2", &[b'1'; MAX_VALUE_LEN + 1]];
         for raw in bad {
@@ -207,23 +250,23 @@ mod tests {
 
     #[test]
     fn poll_us_is_bounded_and_invalid_values_change_nothing() {
-        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(0, 0)));
         let knobs = Knobs::new(50);
         let t = Target { fs: &fs, knobs: &knobs };
         let poll = tunable("poll_us");
         for bad in ["-1", "1000001", "1k", "0x10", "abc", "1.5"] {
             assert_eq!((poll.set)(&t, bad), Err(FsError::Invalid), "{bad}");
-            assert_eq!((poll.get)(&t), 50);
+            assert_eq!((poll.get)(&t), "50");
         }
         (poll.set)(&t, "1000000").unwrap();
-        assert_eq!((poll.get)(&t), 1_000_000);
+        assert_eq!((poll.get)(&t), "1000000");
         (poll.set)(&t, "0").unwrap();
         assert_eq!(knobs.poll_us.load(Ordering::Relaxed), 0);
     }
 
     #[test]
     fn no_data_toggles() {
-        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(0, 0)));
         set(&fs, "no_data", b"1\n").unwrap();
         assert!(fs.no_data());
         assert_eq!(get(&fs, "no_data"), 1);
@@ -233,7 +276,7 @@ mod tests {
 
     #[test]
     fn noatime_stops_and_restarts_atime_updates_by_reads() {
-        let fs = Fs::new(FsConfig::with_limits(0, 0));
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(0, 0)));
         let f = fs.mknod(ROOT_INO, b"f", 0o100644, 0, 0, &Caller::ROOT).unwrap();
         fs.write(f.ino, 0, b"data", &Caller::ROOT).unwrap();
         set(&fs, "noatime", b"1\n").unwrap();
@@ -250,7 +293,7 @@ mod tests {
 
     #[test]
     fn shrinking_below_use_is_refused_and_changes_nothing() {
-        let fs = Fs::new(FsConfig::with_limits(100, 100));
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(100, 100)));
         let me = Caller { uid: 0, gid: 0, pid: 1 };
         for name in [&b"a"[..], b"b"] {
             let f = fs.mknod(ROOT_INO, name, libc::S_IFREG | 0o644, 0, 0, &me).unwrap();

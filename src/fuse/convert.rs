@@ -30,6 +30,7 @@ pub fn errno(e: FsError) -> Errno {
         FsError::Stale => libc::ESTALE,
         FsError::NoIoctl => libc::ENOTTY,
         FsError::Io => libc::EIO,
+        FsError::Busy => libc::EBUSY,
     })
 }
 
