@@ -412,7 +412,8 @@ pub const OPTIONS: &[OptionSpec] = &[
         takes_value: true,
         help: "never, always, within_size or advise (tmpfs's names): transparent huge pages for the memory \
                files of large files (the private tmpfs's huge=) and, with always, for the daemon's page \
-               arenas too; set at mount (default never, as tmpfs: blocks and df as tmpfs counts them)",
+               arenas too; live in .memfs/opts/huge and through remount (default never, as tmpfs: blocks and \
+               df as tmpfs counts them)",
         apply: |o, v| {
             o.huge = Huge::parse(v)?;
             Ok(())

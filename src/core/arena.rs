@@ -371,7 +371,8 @@ pub fn set_huge(h: Huge) {
     HUGE.store(h as u8, Ordering::Relaxed);
 }
 
-fn huge() -> Huge {
+/// `huge=` as set now.
+pub fn huge() -> Huge {
     match HUGE.load(Ordering::Relaxed) {
         1 => Huge::Always,
         2 => Huge::WithinSize,

@@ -166,6 +166,11 @@ impl KernelStore {
         self.reconfigure("mpol", mpol)
     }
 
+    /// Set the private instance's `huge=` (a remount of it).
+    pub fn set_huge(&self, huge: Huge) -> io::Result<()> {
+        self.reconfigure("huge", &huge.to_string())
+    }
+
     /// Change one option of the private instance (a remount of it).
     fn reconfigure(&self, key: &str, value: &str) -> io::Result<()> {
         let Some(mnt) = &self.mount else { return Ok(()) };

@@ -325,6 +325,23 @@ impl Fs {
         }
     }
 
+    /// `huge=` live (opts/huge, remount): arena chunks mapped from now on,
+    /// and the memory files' private tmpfs (which applies it to every new
+    /// folio, of existing files too); under `ram=` memory files stay
+    /// without huge pages (the pager punches 4 KiB holes). A kernel that
+    /// refuses it for the tmpfs (no THP) gives Invalid and nothing changes.
+    pub fn set_huge(&self, h: arena::Huge) -> FsResult<()> {
+        if let Some(store) = &self.kernel_store {
+            let for_files = if self.pager.is_some() { arena::Huge::Never } else { h };
+            store.set_huge(for_files).map_err(|e| {
+                log::info!("huge={h}: the memory files' tmpfs refused it: {e}");
+                FsError::Invalid
+            })?;
+        }
+        arena::set_huge(h);
+        Ok(())
+    }
+
     pub fn set_no_data(&self, on: bool) {
         self.no_data.store(on, Ordering::Release);
     }

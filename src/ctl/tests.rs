@@ -147,6 +147,7 @@ fn readdir_lists_and_resumes() {
         "no_data",
         "noatime",
         "poll_us",
+        "huge",
         "mpol",
         "nodemask",
         "migrate",

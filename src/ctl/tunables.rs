@@ -6,6 +6,7 @@
 //! anything out of range, and nothing changes when a write is refused.
 //! Values are parsed by the same functions as the mount options.
 
+use crate::core::arena::Huge;
 use crate::core::numa::{self, Policy};
 use crate::core::types::PAGE_SIZE;
 use crate::core::{Fs, FsError, FsResult};
@@ -98,6 +99,13 @@ pub const TUNABLES: &[Tunable] = &[
             t.knobs.poll_us.store(us, Ordering::Relaxed);
             Ok(())
         },
+    },
+    Tunable {
+        name: "huge",
+        help: "transparent huge pages (huge=): never, always, within_size or advise; for arena chunks mapped \
+               from now on and for new folios of memory files (under ram= memory files stay never)",
+        get: |_| crate::core::arena::huge().to_string(),
+        set: |t, v| t.fs.set_huge(Huge::parse(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
         name: "mpol",

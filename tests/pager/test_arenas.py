@@ -8,10 +8,11 @@ daemon's arenas and in the private tmpfs of memory files. Memory use is a
 behaviour here, not a timing; waits are for asynchronous frees and trims.
 """
 import os
+import subprocess
 
 import pytest
 
-from mounts import daemon_pid  # tests/ is on sys.path (conftest)
+from mounts import MEMFS_BIN, daemon_pid  # tests/ is on sys.path (conftest)
 
 from .helpers import MIB, binary_pool, memfs, require_root_and_memfs, scratch_dir, settle
 
@@ -167,3 +168,32 @@ def test_huge_pages_in_arenas_and_memory_files(huge):
             # within_size: folios no larger than what each write covers (the
             # daemon writes 128 KiB at a time), never a page past the size.
             assert folios >= 32 * MIB, folios
+
+
+def test_huge_changes_live_through_remount_and_the_control_file():
+    if not thp_available():
+        pytest.skip("transparent huge pages are disabled on this kernel")
+    with memfs("size=1G,huge=never") as mnt:
+        opt = os.path.join(mnt, ".memfs", "opts", "huge")
+        r = subprocess.run([MEMFS_BIN, "-o", "remount,huge=always", mnt], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        with open(opt) as f:
+            assert f.read() == "always\n"
+        pid = daemon_pid(mnt)
+        shmem_before = kib_field("/proc/meminfo", "ShmemHugePages")
+        write_small_files(mnt, 512, 128 * 1024)
+        with open(os.path.join(mnt, "big"), "wb") as f:
+            f.write(os.urandom(64 * MIB))
+        assert kib_field(f"/proc/{pid}/smaps_rollup", "AnonHugePages") >= 16 * MIB, "new arena chunks"
+        with open(os.path.join(mnt, ".memfs", "stats", "passthrough")) as f:
+            if "memory_files: 1" in f.read():
+                assert kib_field("/proc/meminfo", "ShmemHugePages") - shmem_before >= 32 * MIB, "the memory file"
+        with pytest.raises(OSError):
+            with open(opt, "w") as f:
+                f.write("sometimes")
+        with open(opt) as f:
+            assert f.read() == "always\n", "a refused value changes nothing"
+        with open(opt, "w") as f:
+            f.write("never\n")
+        with open(opt) as f:
+            assert f.read() == "never\n"
