@@ -21,6 +21,7 @@ use crate::core::{Fs, FsConfig};
 use crate::ctl::stats::{Stats, TransportState};
 use crate::ctl::tunables::Knobs;
 use crate::ctl::{Ctl, CtlConfig};
+use crate::fuse::health::Health;
 use crate::fuse::invalidate::Invalidator;
 use crate::fuse::poll::Poller;
 use crate::fuse::Parked;
@@ -258,8 +259,26 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     let parked = Parked::start().map_err(|e| format!("cannot start the parked-request thread: {e}"))?;
     let poller = Arc::new(OnceLock::new());
     let pt = PassthroughPlan { wanted: wants_passthrough, required: opts.passthrough == PassthroughMode::On };
-    let memfs =
-        Counted::new(MemFs::new(fs, ctl, stats.clone(), invalidator, parked, pt), stats.clone(), poller.clone());
+    let health = Arc::new(Health::new(opts.errors, stats.clone()));
+    let (fs_ro, mp) = (fs.clone(), mountpoint.to_path_buf());
+    health.set_on_read_only(Box::new(move || {
+        fs_ro.set_noatime(true); // a read must change nothing either
+        let mp = mp.clone();
+        // Not on the worker that caught the panic: the remount waits for the
+        // kernel, which may need requests served meanwhile.
+        let _ = std::thread::Builder::new().name("memfs-remount-ro".into()).spawn(move || {
+            match crate::remount::make_read_only(&mp) {
+                Ok(()) => log::error!("memfs {}: remounted read-only after an internal error", mp.display()),
+                Err(e) => log::error!("memfs {}: read-only inside memfs, but {e}", mp.display()),
+            }
+        });
+    }));
+    let memfs = Counted::new(
+        MemFs::new(fs, ctl, stats.clone(), invalidator, parked, pt),
+        stats.clone(),
+        poller.clone(),
+        health,
+    );
     let mut session = Session::new(memfs, mountpoint, &fuse_config(opts))
         .map_err(|e| format!("cannot mount at {}: {e}", mountpoint.display()))?;
     let _ = notifier.set(session.notifier());

@@ -8,11 +8,13 @@
 //! - [`ctl`]: the hidden control directory: live tunables and statistics;
 //! - [`options`]: the mount option table;
 //! - [`core`]: the file system, with no knowledge of FUSE;
-//! - [`sync`]: the locks and atomics everything uses.
+//! - [`sync`]: the locks and atomics everything uses; [`fault`]: the
+//!   fault-injection points tests use.
 
 pub mod core;
 pub mod ctl;
 pub mod daemon;
+pub mod fault;
 pub mod fuse;
 pub mod options;
 pub mod reclaimer;

@@ -76,6 +76,8 @@ pub struct MountOptions {
     pub uring: UringMode,
     /// `mpol=`: NUMA placement of file pages (tmpfs's syntax; docs/NUMA.md).
     pub mpol: Policy,
+    /// `errors=`: what an internal error does to the mount.
+    pub errors: ErrorsMode,
 }
 
 /// `passthrough=auto|on|off`.
@@ -87,6 +89,19 @@ pub enum PassthroughMode {
     /// Or the mount fails.
     On,
     Off,
+}
+
+/// `errors=continue|remount-ro|panic`: what a panic inside a request does
+/// to the mount (ext4's names; fuse/health.rs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ErrorsMode {
+    /// Log it; the request gets EIO; serve on.
+    Continue,
+    /// Log it; the request gets EIO; refuse every change from then on.
+    #[default]
+    RemountRo,
+    /// Log it and end the daemon (the mount then answers ENOTCONN).
+    Panic,
 }
 
 /// `passthrough_min=` when not given.
@@ -420,6 +435,23 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "errors",
+        takes_value: true,
+        help: "continue, remount-ro or panic (ext4's names): what an internal error (a panic inside a request) \
+               does: the request gets EIO and it is logged; remount-ro then refuses every change (EROFS) and \
+               remounts read-only, so nothing stored is damaged further; panic ends the daemon \
+               (default remount-ro)",
+        apply: |o, v| {
+            o.errors = match v {
+                "continue" => ErrorsMode::Continue,
+                "remount-ro" => ErrorsMode::RemountRo,
+                "panic" => ErrorsMode::Panic,
+                _ => return Err("must be continue, remount-ro or panic".into()),
+            };
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "mpol",
         takes_value: true,
         help: "NUMA placement of file pages, tmpfs's syntax: default, prefer:N, bind:LIST, interleave[:LIST] \
@@ -605,6 +637,7 @@ impl MountOptions {
             huge: Huge::Never,
             uring: UringMode::Auto,
             mpol: Policy::Default,
+            errors: ErrorsMode::default(),
         }
     }
 

@@ -229,6 +229,16 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
     }
 }
 
+/// Remount the memfs at `mountpoint` read-only, keeping its other flags,
+/// touching no control file (the daemon itself calls this after an
+/// internal error, `errors=remount-ro`).
+pub fn make_read_only(mountpoint: &Path) -> Result<(), String> {
+    let (mnt, superopts) = memfs_mountpoint(mountpoint)?;
+    let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
+    let before = current_flags(&target, &superopts)?;
+    remount_flags(&mnt, &target, new_flags(before, libc::MS_RDONLY, 0))
+}
+
 /// A live option's value as its control file reads back (bytes for size=,
 /// a count for nr_inodes=), to tell a change from the same value spelled
 /// otherwise (mount(8) passes fstab's `size=200M` on every remount). None

@@ -489,6 +489,7 @@ impl Fs {
         }
         // Commit: nothing below can fail.
         self.remove_entry(locks.get(op.ino), mv.name);
+        crate::fault::point("rename");
         let src_is_dir = src.kind == Kind::Dir;
         match mv.dst {
             Some(dst) => {

@@ -174,6 +174,20 @@ pub const IO: &[Scalar] = &[
         help: "Control-file snapshots held until the kernel forgets them (see docs/CONTROL.md).",
         get: |v| v.snapshots as u64,
     },
+    Scalar {
+        key: "errors_total",
+        metric: "memfs_errors_total",
+        kind: MetricType::Counter,
+        help: "Internal errors since mount: requests that panicked inside memfs and got EIO (logged with the operation).",
+        get: |v| v.stats.errors_total.load(Ordering::Relaxed),
+    },
+    Scalar {
+        key: "read_only_after_error",
+        metric: "memfs_read_only_after_error",
+        kind: MetricType::Gauge,
+        help: "1 when an internal error made the mount refuse every change (errors=remount-ro).",
+        get: |v| v.stats.read_only_after_error.load(Ordering::Relaxed),
+    },
 ];
 
 /// `stats/pager`: the tiers under `ram=` (core/pager). All zero without a pager.

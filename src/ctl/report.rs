@@ -215,6 +215,14 @@ fn percent(used: u64, limit: u64) -> String {
 /// The human table: usage like df, per-uid usage, then every operation that happened.
 pub fn table(s: &Sample, mountpoint: &str) -> String {
     let mut out = format!("memfs at {mountpoint}\n");
+    if get(&s.io, "errors_total") > 0 {
+        let state = if get(&s.io, "read_only_after_error") == 1 {
+            "READ-ONLY since then (errors=remount-ro): changes get EROFS; copy out what you need and unmount"
+        } else {
+            "serving on (errors=continue)"
+        };
+        let _ = writeln!(out, "INTERNAL ERRORS: {} (see the daemon's log); {state}", get(&s.io, "errors_total"));
+    }
     let (used, limit) = (get(&s.usage, "data_bytes_used"), get(&s.usage, "data_bytes_limit"));
     let (iused, ilimit) = (get(&s.usage, "inodes_used"), get(&s.usage, "inodes_limit"));
     let unlimited = |l: u64, f: &dyn Fn(u64) -> String| if l == 0 { "unlimited".to_string() } else { f(l) };
@@ -506,6 +514,11 @@ mod tests {
         let t = table(&s, "/mnt/x");
         assert!(t.contains("1.0M") && t.contains("4.0K") && t.contains("1%"), "{t}");
         assert!(t.contains("by NUMA node: node0 8.0K, node1 0B"), "{t}");
+        assert!(!t.contains("INTERNAL ERRORS"), "{t}");
+        let mut failed = s.clone();
+        failed.io = parse_keys("io", "errors_total: 1\nread_only_after_error: 1\n").unwrap();
+        let t = table(&failed, "/mnt/x");
+        assert!(t.contains("INTERNAL ERRORS: 1") && t.contains("READ-ONLY"), "{t}");
         assert!(parse_pagestat("node0 x\n").is_err() && parse_pagestat("0 1\n").is_err());
         assert!(t.contains("lookup") && !t.contains("write  "), "{t}");
         let j = json(&s, "/mnt/\"x\"");

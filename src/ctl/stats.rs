@@ -184,6 +184,10 @@ pub struct Stats {
     pub passthrough_opens_total: AtomicU64,
     /// The FUSE transport (set once by the daemon when the session exists).
     pub transport: TransportCell,
+    /// Internal errors (panics inside a request) since mount, and whether
+    /// they made the mount read-only (`errors=`, fuse/health.rs).
+    pub errors_total: AtomicU64,
+    pub read_only_after_error: AtomicU64,
     started: Instant,
 }
 
@@ -234,6 +238,8 @@ impl Default for Stats {
             passthrough_files: AtomicU64::new(0),
             passthrough_opens_total: AtomicU64::new(0),
             transport: TransportCell::default(),
+            errors_total: AtomicU64::new(0),
+            read_only_after_error: AtomicU64::new(0),
             started: Instant::now(),
         }
     }

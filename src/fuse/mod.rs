@@ -28,6 +28,7 @@
 mod convert;
 mod counted;
 mod cpuload;
+pub mod health;
 pub mod invalidate;
 mod ioctl;
 mod parked;
