@@ -170,6 +170,32 @@ impl Fs {
         Ok(child.attr())
     }
 
+    /// The kernel's lookup of "." in `ino` (FUSE_EXPORT_SUPPORT: a file
+    /// handle of an inode the kernel has forgotten, open_by_handle_at or an
+    /// NFS server): the inode itself while it has a name, so a handle lasts
+    /// as long as the file; ESTALE once it has none. Inode numbers are
+    /// never reused, so an old handle never reaches a new file.
+    pub fn lookup_self(&self, ino: Ino) -> FsResult<Attr> {
+        let inode = self.get(ino)?;
+        if inode.meta().nlink == 0 {
+            return Err(FsError::Stale);
+        }
+        inode.add_lookup();
+        Ok(inode.attr())
+    }
+
+    /// The kernel's lookup of ".." in directory `ino` (reconnecting a
+    /// directory's handle): its parent.
+    pub fn lookup_parent(&self, ino: Ino) -> FsResult<Attr> {
+        let inode = self.get(ino)?;
+        if inode.kind != Kind::Dir {
+            return Err(FsError::NotDir);
+        }
+        let parent = self.get(inode.meta().parent)?;
+        parent.add_lookup();
+        Ok(parent.attr())
+    }
+
     /// Create a regular file, FIFO, socket or device node.
     pub fn mknod(&self, parent: Ino, name: &[u8], mode: u32, umask: u32, rdev: u32, caller: &Caller) -> FsResult<Attr> {
         let kind = Kind::from_mode(mode).ok_or(FsError::Invalid)?;

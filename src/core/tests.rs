@@ -379,3 +379,22 @@ fn chown_clears_set_id_bits_of_files_even_for_root() {
     let d = fs.mkdir(ROOT_INO, b"d", 0o6777, 0, &ME).unwrap();
     assert_eq!(set(d.ino, SetAttr { uid: Some(9), ..Default::default() }) & 0o7000, 0o6000);
 }
+
+#[test]
+fn handles_find_an_inode_by_number_while_it_has_a_name() {
+    let fs = fs();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, &ME).unwrap();
+    let f = file(&fs, d.ino, "f");
+    // What the kernel sends for a handle whose inode it forgot: "." by number.
+    assert_eq!(fs.lookup_self(f.ino).unwrap().ino, f.ino);
+    fs.forget(f.ino, 2); // the mknod's and this lookup's references
+    assert_eq!(fs.lookup_self(f.ino).unwrap().ino, f.ino, "still named: still found");
+    assert_eq!(fs.lookup_parent(d.ino).unwrap().ino, ROOT_INO);
+    assert_eq!(fs.lookup_parent(f.ino), Err(FsError::NotDir));
+    fs.forget(f.ino, 1);
+    fs.unlink(d.ino, b"f").unwrap();
+    assert_eq!(fs.lookup_self(f.ino), Err(FsError::Stale), "deleted: stale");
+    // A new file never takes the old number.
+    let g = file(&fs, d.ino, "g");
+    assert_ne!(g.ino, f.ino);
+}

@@ -259,6 +259,9 @@ impl Filesystem for MemFs {
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
+            // File handles outlive the kernel's inode cache (lookups of "."
+            // and ".." by node id, answered in `lookup`).
+            InitFlags::FUSE_EXPORT_SUPPORT,
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             let _ = config.add_capabilities(flag);
@@ -295,6 +298,13 @@ impl Filesystem for MemFs {
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if let Some(ctl) = self.ctl_name(parent, name) {
             return reply_entry(reply, ctl.lookup(parent.0, bytes(name)));
+        }
+        // "." and ".." come only from the kernel's export path (file
+        // handles, FUSE_EXPORT_SUPPORT): a path walk resolves them itself.
+        match bytes(name) {
+            b"." => return reply_entry(reply, self.fs.lookup_self(parent.0)),
+            b".." => return reply_entry(reply, self.fs.lookup_parent(parent.0)),
+            _ => {}
         }
         match self.fs.lookup(parent.0, bytes(name)) {
             Err(FsError::NotFound) => reply.entry(&TTL, &negative_attr(), GENERATION),
