@@ -252,7 +252,11 @@ def test_without_backing_store_compression_then_enospc():
         assert s["ram_bytes"] <= s["ram_limit_bytes"], stats_line(s)
         drop_caches()
         assert read_whole(tpath) == text
-        s = pager_stats(mnt)
+        # Reads may pass the ceiling while they run: over io_uring the
+        # kernel's readahead reads one file on several queues at once, its
+        # lock is busy for reclaim, and the background reclaimer brings RAM
+        # back under the ceiling right after (docs/PAGER.md, limits).
+        s = settle(lambda: pager_stats(mnt), lambda s: s["ram_bytes"] <= s["ram_limit_bytes"] + MIB)
         assert s["page_ins_total"] > 0, f"the text was never paged in: {stats_line(s)}"
         assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, stats_line(s)
 
@@ -281,7 +285,7 @@ def test_without_backing_store_compression_then_enospc():
         assert sha256(read_whole(tpath)) == sha256(text), "the text changed after ENOSPC"
         for path, digest in sums.items():
             assert sha256(read_whole(path)) == digest, f"{path} changed after ENOSPC"
-        s = pager_stats(mnt)
+        s = settle(lambda: pager_stats(mnt), lambda s: s["ram_bytes"] <= s["ram_limit_bytes"] + MIB)
         assert s["ram_bytes"] <= s["ram_limit_bytes"] + MIB, f"reading back left RAM over the " \
                                                              f"ceiling: {stats_line(s)}"
         assert (s["checksum_errors_total"], s["io_errors_total"]) == (0, 0), stats_line(s)

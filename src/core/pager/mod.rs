@@ -331,8 +331,9 @@ impl Pager {
         self.limit() - self.limit() / 32
     }
 
-    /// Wake the background reclaimer if RAM passed the high watermark.
-    fn check_pressure(&self) {
+    /// Wake the background reclaimer if RAM passed the high watermark
+    /// (the reclaimer also calls this to come back to work it left).
+    pub(crate) fn check_pressure(&self) {
         let limit = self.limit();
         if limit > 0 && self.ram_bytes() > self.high_watermark() {
             let mut p = self.pressure.lock();
