@@ -1,13 +1,13 @@
 //! One inode: its fixed identity, its metadata and its contents.
 //!
-//! Lock order (see also `core/mod.rs`):
-//! 1. `Fs::rename_lock` (level 0), only for renames between two directories;
-//! 2. content locks (level 1): a directory's `Dir` or a file's `FileData`.
-//!    Several directory locks are only ever taken together through
-//!    `Fs::lock_dirs`, which sorts them by inode number. A file's data lock
-//!    is never held together with a directory lock;
-//! 3. `meta` (level 2, a leaf): held briefly, one inode at a time, never
-//!    while taking any other lock or calling into the inode table.
+//! Locks of an inode (their place in the one lock-order table, docs/DESIGN.md):
+//! - content locks (level 2): a directory's `Dir` or a file's `FileData`.
+//!   Several directory locks are only ever taken together through
+//!   `Fs::lock_dirs`, which sorts them by inode number. A file's data lock
+//!   is never held together with a directory lock;
+//! - `meta` (level 4): held briefly, one inode at a time, never while
+//!   calling into the inode table; inside it only the leaves `linkable`
+//!   and the per-uid counters.
 //!
 //! Accounting is tied to the type: an `Inode` holds the mount's `Usage` and
 //! gives back its inode space, xattr space and pages when it is dropped, so

@@ -17,10 +17,11 @@
 //! a link call `evict_if_unreferenced`; dropping the last `Arc` frees the
 //! memory and gives the space back (see `inode.rs`).
 //!
-//! Lock order: `rename_lock` -> directory/file content locks (several
-//! directories only via `lock_dirs`, in inode-number order) -> one inode's
-//! `meta`. The table's internal shard locks are never held across any of
-//! these: lookups clone the `Arc` out at once.
+//! Lock order: the one table is in docs/DESIGN.md ("Locking"), on the lock
+//! fields: `rename_lock` and the pager's `reclaim` -> directory/file content
+//! locks (several directories only via `lock_dirs`, in inode-number order)
+//! -> the table's shards and `kernel_inos` -> one inode's `meta` -> leaves
+//! (`linkable`, the per-uid counters, the pager's queues).
 
 pub mod acl;
 pub mod arena;
