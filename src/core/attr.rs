@@ -9,7 +9,7 @@
 //! cost inode space like tmpfs's; trusted.* is hidden from non-root lists.
 
 use super::acl::{self, Acl};
-use super::inode::{extra_bytes, Meta};
+use super::inode::{extra_bytes, Inode, Meta};
 use super::types::{
     mode, Attr, Caller, Ino, Kind, SetAttr, SetTime, StatFs, Timespec, MAX_FILE_SIZE, NAME_MAX, PAGE_SIZE,
 };
@@ -97,6 +97,7 @@ impl Fs {
 
     pub fn setattr(&self, ino: Ino, req: &SetAttr, caller: &Caller) -> FsResult<Attr> {
         let inode = self.get(ino)?;
+        self.check_setattr_flags(&inode, req)?;
         let now = Timespec::now();
         // Decided before taking the metadata lock: it may read /proc.
         let strip_sgid = req.mode.is_some_and(|m| m & mode::S_ISGID != 0) && caller.uid != 0 && {
@@ -198,8 +199,33 @@ impl Fs {
         Ok(inode.attr_of(&m))
     }
 
+    /// Immutable and append-only inodes refuse attribute changes as the VFS
+    /// does for tmpfs (notify_change, do_truncate): setting the times to
+    /// now stays allowed on an append-only inode, and a truncate through a
+    /// file opened before the immutable flag was set goes through.
+    fn check_setattr_flags(&self, inode: &Inode, req: &SetAttr) -> FsResult<()> {
+        use super::fileattr::{FS_APPEND_FL, FS_IMMUTABLE_FL};
+        let f = inode.meta().fsflags;
+        if f & (FS_IMMUTABLE_FL | FS_APPEND_FL) == 0 {
+            return Ok(());
+        }
+        let explicit = |t: Option<SetTime>| matches!(t, Some(SetTime::At(_)));
+        let owner = req.mode.is_some() || req.uid.is_some() || req.gid.is_some();
+        let refused = if f & FS_IMMUTABLE_FL != 0 {
+            owner || req.atime.is_some() || req.mtime.is_some() || (req.size.is_some() && !req.via_open_file)
+        } else {
+            owner || explicit(req.atime) || explicit(req.mtime) || req.size.is_some()
+        };
+        if refused {
+            Err(FsError::NotPermitted)
+        } else {
+            Ok(())
+        }
+    }
+
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32, caller: &Caller) -> FsResult<()> {
         let inode = self.get(ino)?;
+        self.check_flags(&inode, super::fileattr::Change::Inode)?;
         let ns = namespace(name)?;
         if name == super::cache::CACHE_XATTR && super::cache::CachePolicy::parse(value).is_none() {
             return Err(FsError::Invalid); // only all, metadata or none
@@ -300,6 +326,7 @@ impl Fs {
 
     pub fn removexattr(&self, ino: Ino, name: &[u8], caller: &Caller) -> FsResult<()> {
         let inode = self.get(ino)?;
+        self.check_flags(&inode, super::fileattr::Change::Inode)?;
         let ns = namespace(name)?;
         let mut m = MetaBytes::new(&self.usage, inode.meta());
         let now = Timespec::now();

@@ -152,6 +152,9 @@ pub struct Fs {
     placement: Arc<numa::Placement>,
     /// The last (or running) `memfs migrate`.
     migration: Mutex<place::MigrationStatus>,
+    /// Immutable and append-only flags are kept and enforced (the FUSE
+    /// layer answers OPEN, core/fileattr.rs).
+    flags_enforceable: AtomicBool,
 }
 
 impl Fs {
@@ -176,6 +179,7 @@ impl Fs {
             kernel_inos: Mutex::new(HashSet::new()),
             placement: Arc::new(numa::Placement::new(cfg.numa, cfg.mpol)),
             migration: Mutex::default(),
+            flags_enforceable: AtomicBool::new(false),
         };
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.

@@ -9,7 +9,7 @@
 use super::acl::Acl;
 use super::cache::CACHE_XATTR;
 use super::dir::{self, Dir, DirIndex};
-use super::fileattr;
+use super::fileattr::{self, Change};
 use super::inode::{Content, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
 use super::usage::xattr_cost;
@@ -272,6 +272,7 @@ impl Fs {
         if dir.get(name).is_some() {
             return Err(FsError::Exists);
         }
+        self.check_flags(&p, Change::AddEntry)?;
         let pages = u64::from(node.symlink.is_some_and(|t| t.len() + 1 > SHORT_SYMLINK_LEN));
         if !self.usage.charge_inode() {
             return Err(FsError::NoSpace);
@@ -315,6 +316,8 @@ impl Fs {
         if dir.get(newname).is_some() {
             return Err(FsError::Exists);
         }
+        self.check_flags(&inode, Change::Inode)?;
+        self.check_flags(&p, Change::AddEntry)?;
         let now = Timespec::now();
         {
             let mut m = inode.meta();
@@ -357,6 +360,8 @@ impl Fs {
             return Err(FsError::IsDir);
         }
         let child = self.get(entry.ino)?;
+        self.check_flags(&p, Change::RemoveEntry)?;
+        self.check_flags(&child, Change::Inode)?;
         self.remove_entry(&mut dir, name);
         let now = Timespec::now();
         if drop_link(&child, &self.usage, now) {
@@ -388,6 +393,8 @@ impl Fs {
             if locks.get(parent).get(name).map(|e| e.ino) != Some(child.ino) {
                 continue; // changed while unlocked: look again
             }
+            self.check_flags(&p, Change::RemoveEntry)?;
+            self.check_flags(&child, Change::Inode)?;
             if !locks.get(child.ino).is_empty() {
                 return Err(FsError::NotEmpty);
             }
@@ -469,6 +476,16 @@ impl Fs {
         let (src, op, np) = (mv.src, mv.op, mv.np);
         if mv.dst.is_some_and(|d| d.ino == src.ino) {
             return Ok(()); // two names of one inode: POSIX says do nothing
+        }
+        // As the VFS's may_delete and may_create, for tmpfs.
+        self.check_flags(op, Change::RemoveEntry)?;
+        self.check_flags(src, Change::Inode)?;
+        match mv.dst {
+            Some(d) => {
+                self.check_flags(np, Change::RemoveEntry)?;
+                self.check_flags(d, Change::Inode)?;
+            }
+            None => self.check_flags(np, Change::AddEntry)?,
         }
         let cross = op.ino != np.ino;
         let now = Timespec::now();

@@ -157,6 +157,9 @@ impl Fs {
         if len == 0 {
             return Err(FsError::Invalid);
         }
+        // An append-only file may still be allocated (mode 0 or KEEP_SIZE), as vfs_fallocate allows.
+        let plain = !mode.punch_hole && !mode.zero_range;
+        self.check_flags(&inode, super::fileattr::Change::Bytes { plain })?;
         let end = off.checked_add(len).filter(|&e| e <= MAX_FILE_SIZE).ok_or(FsError::FileTooBig)?;
         if data_lock(&inode).read().kernel().is_some() {
             if mode.punch_hole && (!mode.keep_size || mode.zero_range) {

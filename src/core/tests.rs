@@ -398,3 +398,28 @@ fn handles_find_an_inode_by_number_while_it_has_a_name() {
     let g = file(&fs, d.ino, "g");
     assert_ne!(g.ino, f.ino);
 }
+
+#[test]
+fn immutable_and_append_only_refuse_what_tmpfs_refuses() {
+    use super::fileattr::{FS_APPEND_FL, FS_IMMUTABLE_FL};
+    let fs = fs();
+    let f = file(&fs, ROOT_INO, "f");
+    assert_eq!(fs.set_fsflags(f.ino, FS_IMMUTABLE_FL), Err(FsError::NotSupported), "no OPEN answered");
+    fs.set_flags_enforceable(true);
+    fs.set_fsflags(f.ino, FS_IMMUTABLE_FL).unwrap();
+    let chmod = SetAttr { mode: Some(0o600), ..Default::default() };
+    let touch = SetAttr { mtime: Some(SetTime::Now), ..Default::default() };
+    let ftruncate = SetAttr { size: Some(0), via_open_file: true, ..Default::default() };
+    assert_eq!(fs.setattr(f.ino, &chmod, &ME).map(|_| ()), Err(FsError::NotPermitted));
+    assert_eq!(fs.setattr(f.ino, &touch, &ME).map(|_| ()), Err(FsError::NotPermitted));
+    assert!(fs.setattr(f.ino, &ftruncate, &ME).is_ok(), "an older open truncates, as on tmpfs");
+    assert_eq!(fs.unlink(ROOT_INO, b"f"), Err(FsError::NotPermitted));
+    assert_eq!(fs.link(f.ino, ROOT_INO, b"g").map(|_| ()), Err(FsError::NotPermitted));
+    assert!(fs.open_refused(f.ino, libc::O_WRONLY) && !fs.open_refused(f.ino, libc::O_RDONLY));
+    fs.set_fsflags(f.ino, FS_APPEND_FL).unwrap();
+    assert!(fs.setattr(f.ino, &touch, &ME).is_ok(), "times to now: allowed on append-only");
+    assert!(fs.open_refused(f.ino, libc::O_WRONLY) && !fs.open_refused(f.ino, libc::O_WRONLY | libc::O_APPEND));
+    assert_eq!(fs.rename(ROOT_INO, b"f", ROOT_INO, b"h", RenameFlags::default(), &ME), Err(FsError::NotPermitted));
+    fs.set_fsflags(f.ino, 0).unwrap();
+    fs.unlink(ROOT_INO, b"f").unwrap();
+}

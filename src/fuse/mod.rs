@@ -292,6 +292,8 @@ impl Filesystem for MemFs {
                 }
             }
         }
+        // Immutable and append-only need write-opens refused: only where OPEN is answered.
+        self.fs.set_flags_enforceable(self.answers_open());
         Ok(())
     }
 
@@ -513,6 +515,9 @@ impl Filesystem for MemFs {
         }
         if !self.answers_open() {
             return reply.error(self.unsupported(ino));
+        }
+        if self.fs.open_refused(ino.0, flags.0) {
+            return reply.error(Errno::EPERM); // immutable, or append-only without O_APPEND
         }
         answer_open(&self.fs, &self.passthrough, ino, flags.0, reply);
     }

@@ -114,22 +114,134 @@ def test_only_the_owner_may_change_flags(fs_dir):
     assert as_nobody(get_flags, f) == 0  # reading them is allowed
 
 
-@pytest.mark.parametrize("flag", [IMMUTABLE, APPEND], ids=["immutable", "append-only"])
-def test_immutable_and_append_only(fs_kind, fs_dir, flag):
+def memfs_answers_open(fs_root, path):
+    """Whether this memfs answers OPEN (passthrough on, or cache=): only then
+    can it refuse write-opens, and so keep i and a (docs/SEMANTICS.md). Seen
+    from its counters: an open of a file beside `path` reaches it as OPEN."""
+    def opens():
+        with open(os.path.join(fs_root, ".memfs", "stats", "ops")) as f:
+            return next(int(line.split()[1]) for line in f if line.split()[0] == "open")
+    probe = os.path.join(os.path.dirname(path), ".open-probe")
+    write_file(probe)
+    before = opens()
+    os.close(os.open(probe, os.O_RDONLY))
+    answered = opens() > before
+    os.unlink(probe)
+    return answered
+
+
+def keeps_i_and_a(fs_kind, fs_root, path, flag):
+    """Set `flag`; False if this memfs refuses it (no OPEN answered), as documented."""
+    if fs_kind == "memfs" and not memfs_answers_open(fs_root, path):
+        assert set_errno(path, flag) == errno.EOPNOTSUPP
+        assert get_flags(path) == 0
+        if not os.path.isdir(path):
+            write_file(path, b"still writable")
+        return False
+    set_flags(path, flag)
+    assert get_flags(path) == flag
+    return True
+
+
+def outcome(fn):
+    try:
+        fn()
+        return "ok"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+
+
+def test_immutable_file(fs_kind, fs_root, fs_dir):
     f = os.path.join(fs_dir, "f")
     write_file(f, b"data")
-    if fs_kind == "memfs":  # docs/SEMANTICS.md: refused, changes nothing
-        assert set_errno(f, flag) == errno.EOPNOTSUPP
-        assert get_flags(f) == 0
-        write_file(f, b"still writable")
-        return
-    set_flags(f, flag)
+    old = os.open(f, os.O_WRONLY)  # opened before the flag: still writes, as on tmpfs
     try:
-        assert get_flags(f) == flag
+        if not keeps_i_and_a(fs_kind, fs_root, f, IMMUTABLE):
+            return
         try:
-            os.open(f, os.O_WRONLY)
-            raise AssertionError("opened for writing")
-        except OSError as e:
-            assert e.errno == errno.EPERM
+            got = {
+                "open for writing": outcome(lambda: os.close(os.open(f, os.O_WRONLY))),
+                "open O_RDONLY|O_TRUNC": outcome(lambda: os.close(os.open(f, os.O_RDONLY | os.O_TRUNC))),
+                "read": outcome(lambda: open(f, "rb").read()),
+                "write through an older open": outcome(lambda: os.pwrite(old, b"D", 0)),
+                "touch (times to now)": outcome(lambda: os.utime(f)),
+                "chmod": outcome(lambda: os.chmod(f, 0o600)),
+                "chown": outcome(lambda: os.chown(f, 0, 0)),
+                "truncate by path": outcome(lambda: os.truncate(f, 1)),
+                "setxattr": outcome(lambda: os.setxattr(f, "user.a", b"1")),
+                "link": outcome(lambda: os.link(f, os.path.join(fs_dir, "g"))),
+                "rename": outcome(lambda: os.rename(f, os.path.join(fs_dir, "h"))),
+                "unlink": outcome(lambda: os.unlink(f)),
+                "fallocate": outcome(lambda: os.posix_fallocate(old, 0, 8192)),
+                "nodump beside it": outcome(lambda: set_flags(f, IMMUTABLE | NODUMP)),
+            }
+        finally:
+            set_flags(f, 0)
+    finally:
+        os.close(old)
+    assert got == {
+        "open for writing": "EPERM", "open O_RDONLY|O_TRUNC": "EPERM", "read": "ok",
+        "write through an older open": "ok", "touch (times to now)": "EPERM", "chmod": "EPERM", "chown": "EPERM",
+        "truncate by path": "EPERM", "setxattr": "EPERM", "link": "EPERM", "rename": "EPERM", "unlink": "EPERM",
+        "fallocate": "EPERM", "nodump beside it": "ok",
+    }
+    assert open(f, "rb").read() == b"Data", "only the older open wrote"
+
+
+def test_append_only_file(fs_kind, fs_root, fs_dir):
+    f = os.path.join(fs_dir, "f")
+    write_file(f, b"data")
+    if not keeps_i_and_a(fs_kind, fs_root, f, APPEND):
+        return
+    try:
+        def append():
+            fd = os.open(f, os.O_WRONLY | os.O_APPEND)
+            try:
+                os.write(fd, b"+more")
+                os.posix_fallocate(fd, 0, 8192)
+            finally:
+                os.close(fd)
+        got = {
+            "open for writing": outcome(lambda: os.close(os.open(f, os.O_WRONLY))),
+            "append": outcome(append),
+            "touch (times to now)": outcome(lambda: os.utime(f)),
+            "set times": outcome(lambda: os.utime(f, (1, 1))),
+            "chmod": outcome(lambda: os.chmod(f, 0o600)),
+            "truncate": outcome(lambda: os.truncate(f, 0)),
+            "setxattr": outcome(lambda: os.setxattr(f, "user.a", b"1")),
+            "link": outcome(lambda: os.link(f, os.path.join(fs_dir, "g"))),
+            "unlink": outcome(lambda: os.unlink(f)),
+        }
     finally:
         set_flags(f, 0)
+    assert got == {
+        "open for writing": "EPERM", "append": "ok", "touch (times to now)": "ok", "set times": "EPERM",
+        "chmod": "EPERM", "truncate": "EPERM", "setxattr": "EPERM", "link": "EPERM", "unlink": "EPERM",
+    }
+    assert open(f, "rb").read() == b"data+more".ljust(8192, b"\0"), "appended, then allocated to 8 KiB"
+
+
+def test_immutable_and_append_only_directories(fs_kind, fs_root, fs_dir):
+    d = os.path.join(fs_dir, "d")
+    os.mkdir(d)
+    write_file(os.path.join(d, "x"), b"x")
+    got = {}
+    for flag, name in [(IMMUTABLE, "immutable"), (APPEND, "append-only")]:
+        if not keeps_i_and_a(fs_kind, fs_root, d, flag):
+            return
+        try:
+            got[name] = {
+                "create": outcome(lambda: write_file(os.path.join(d, f"new-{name}"))),
+                "mkdir": outcome(lambda: os.mkdir(os.path.join(d, f"sub-{name}"))),
+                "write a file in it": outcome(lambda: write_file(os.path.join(d, "x"), b"y")),
+                "rename in it": outcome(lambda: os.rename(os.path.join(d, "x"), os.path.join(d, "x2"))),
+                "unlink in it": outcome(lambda: os.unlink(os.path.join(d, "x"))),
+            }
+        finally:
+            set_flags(d, 0)
+    assert got == {
+        "immutable": {"create": "EPERM", "mkdir": "EPERM", "write a file in it": "ok", "rename in it": "EPERM",
+                      "unlink in it": "EPERM"},
+        "append-only": {"create": "ok", "mkdir": "ok", "write a file in it": "ok", "rename in it": "EPERM",
+                        "unlink in it": "EPERM"},
+    }
