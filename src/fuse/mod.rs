@@ -262,11 +262,6 @@ impl Filesystem for MemFs {
             // File handles outlive the kernel's inode cache (lookups of "."
             // and ".." by node id, answered in `lookup`).
             InitFlags::FUSE_EXPORT_SUPPORT,
-            // Idmapped mounts of this mount (Linux 6.12+; needs
-            // default_permissions, which memfs always has): the kernel
-            // checks permissions through the mapping and sends the mapped
-            // owner with every request that makes an inode.
-            InitFlags::FUSE_ALLOW_IDMAP,
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             let _ = config.add_capabilities(flag);

@@ -111,7 +111,8 @@ def test_panic_ends_the_daemon(faulty_mount):
     d = fail_a_rename(mnt, expect=(errno.EIO, errno.ENOTCONN, errno.ECONNABORTED))
     with pytest.raises(OSError) as e:
         os.listdir(d)
-    assert e.value.errno == errno.ENOTCONN
+    # ECONNABORTED while the kernel is still ending the connection, ENOTCONN after.
+    assert e.value.errno in (errno.ENOTCONN, errno.ECONNABORTED)
     assert is_mountpoint(mnt), "the mount stays until unmounted, as a dead FUSE mount does"
 
 
