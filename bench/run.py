@@ -35,6 +35,8 @@ class Config:
     quick: bool
     reps: int
     scratch: str  # outside every compared file system: configs, generated inputs
+    # --only WORKLOAD:CASE: the case ids to run per workload (absent: all of them).
+    cases: dict = dataclasses.field(default_factory=dict)
 
 
 def parse_args(argv):
@@ -47,7 +49,8 @@ def parse_args(argv):
                     help="extra memfs -o options, e.g. threads=2")
     ap.add_argument("--also", action="append", default=[], metavar="DIR",
                     help="also compare this (already mounted) directory; repeatable")
-    ap.add_argument("--only", help="comma-separated workloads: " + ",".join(BY_NAME))
+    ap.add_argument("--only", help="comma-separated workloads, or WORKLOAD:CASE for one "
+                    "case of one: " + ",".join(BY_NAME))
     ap.add_argument("--out", help="results directory (default bench/results/<timestamp>)")
     ap.add_argument("--no-docs", action="store_true",
                     help="do not update docs/benchmarks.md after a full run")
@@ -57,7 +60,7 @@ def parse_args(argv):
     if args.reps is None:
         args.reps = 1 if args.quick else 3
     if args.only:
-        unknown = set(args.only.split(",")) - set(BY_NAME)
+        unknown = {n.split(":")[0] for n in args.only.split(",")} - set(BY_NAME)
         if unknown:
             ap.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
     for d in args.also:
@@ -86,6 +89,8 @@ def main(argv):
     log = log_to(os.path.join(outdir, "run.log"))
     base = f"/tmp/memfs-bench-{os.getpid()}"
     cfg = Config(quick=args.quick, reps=args.reps, scratch=os.path.join(base, "scratch"))
+    for name, _, case in (n.partition(":") for n in (args.only or "").split(",") if ":" in n):
+        cfg.cases.setdefault(name, set()).add(case)
     os.makedirs(cfg.scratch, exist_ok=True)
 
     common = f"size={args.size},nr_inodes=0"
@@ -96,7 +101,8 @@ def main(argv):
         FileSystem("tmpfs", "tmpfs", common, os.path.join(base, "tmpfs")),
         *[FileSystem(os.path.abspath(d), "dir", "", os.path.abspath(d)) for d in args.also],
     ]
-    selected = [BY_NAME[n] for n in args.only.split(",")] if args.only else ALL
+    selected = (list(dict.fromkeys(BY_NAME[n.split(":")[0]] for n in args.only.split(",")))
+                if args.only else ALL)
     meta = start_meta(args, argv, filesystems, common)
     results = {"meta": meta, "filesystems": [dict(name=f.name, kind=f.kind, options=f.options)
                                              for f in filesystems], "workloads": []}

@@ -60,6 +60,13 @@ class Context:
 def run_workload(mod, filesystems, cfg, log):
     """Run every case of one workload on every file system, alternating."""
     cases = mod.cases(cfg)
+    wanted = cfg.cases.get(mod.NAME)
+    if wanted:
+        unknown = wanted - {c.id for c in cases}
+        if unknown:
+            raise SystemExit(f"{mod.NAME} has no case {', '.join(sorted(unknown))}; its cases: "
+                             + ", ".join(c.id for c in cases))
+        cases = [c for c in cases if c.id in wanted]
     runs = []
     side_by_side = not getattr(mod, "MANAGES_MOUNTS", False)
     if side_by_side:

@@ -137,12 +137,18 @@ impl Fs {
         (moved, busy || was_busy)
     }
 
-    /// Regular file `ino` was opened: counts toward keeping a memory file
-    /// in RAM.
+    /// Regular file `ino` was opened for reading: counts toward keeping a
+    /// memory file in RAM. A file paged out whole from probation and opened
+    /// again within the pager's ghost window (as many pages as `main` may
+    /// hold, policy.rs) is in use at once, as S3-FIFO's ghost sends a page
+    /// straight to main: else a hot set a little larger than the room next
+    /// to the compressed tier pages itself out on every pass, oldest first,
+    /// and never gets past probation (case 2 of the pager benchmark: 21%).
     pub fn note_open(&self, ino: Ino) {
+        let (evictions, window) = self.pager.as_deref().map_or((0, 0), |p| (p.evictions(), p.ghost_window()));
         if let Ok(inode) = self.file(ino) {
             if let Some(f) = data_lock(&inode).read().kernel() {
-                f.opened();
+                f.opened(evictions, window);
             }
         }
     }
@@ -221,7 +227,7 @@ impl Fs {
         }
         self.absorb(&mut inode.meta(), &data);
         if let Some(f) = data.kernel().filter(|f| f.pages_seen() == 0) {
-            f.paged_out();
+            f.paged_out(p.evictions());
         }
         drop(data);
         p.kernel_pages_evicted(moved, to_disk);
@@ -377,5 +383,37 @@ mod tests {
         assert_eq!(fs.evict_file(hot, 0, 100).unwrap().0, 4);
         // More than half the ceiling: never pinned (opened through the daemon).
         assert!(!fs.pin_kernel_file(scan));
+    }
+
+    /// S3-FIFO's ghost, by file: a file a reader had opened, paged out
+    /// whole while on probation and opened again soon is in use at once
+    /// (a hot set slightly larger than the room left must not page itself
+    /// out on every pass); a file only written, or opened again after more
+    /// than the ceiling's worth of evictions, starts on probation.
+    #[test]
+    fn a_file_paged_out_from_probation_and_reopened_soon_is_in_use() {
+        let (fs, _pager) = mount(12);
+        let in_use = |ino| fs.with_kernel_file(ino, |f| f.in_use()).unwrap();
+        let read = file(&fs, "read", 4, 1);
+        let written = file(&fs, "written", 4, 2);
+        fs.note_open(read);
+        assert!(!in_use(read), "opened once: probation");
+        for ino in [read, written] {
+            assert_eq!(fs.evict_file(ino, 0, 100).unwrap().0, 4);
+        }
+        fs.note_open(read);
+        fs.note_open(written);
+        assert!(in_use(read), "its ghost was hit");
+        assert!(!in_use(written), "only written before: a first read is a first use");
+        // Past the window (9/10 of 12 pages evicted since), the ghost is gone.
+        let far = file(&fs, "far", 4, 3);
+        fs.note_open(far);
+        assert_eq!(fs.evict_file(far, 0, 100).unwrap().0, 4);
+        for i in 0..3 {
+            let other = file(&fs, &format!("o{i}"), 4, 4);
+            assert_eq!(fs.evict_file(other, 0, 100).unwrap().0, 4);
+        }
+        fs.note_open(far);
+        assert!(!in_use(far), "reopened after 12 more evictions: probation");
     }
 }

@@ -66,7 +66,16 @@ pub struct MemFile {
     /// file opened once is on probation and goes before those opened again
     /// (a one-pass scan must not push out files in use; core/kpager.rs).
     opens: AtomicU32,
+    /// The pager's eviction count when the file was last paged out whole
+    /// while on probation after a read open ([`NO_GHOST`]: not since): the
+    /// file's ghost, as S3-FIFO keeps for a page evicted from its small
+    /// queue. Opened again before as many pages as the ceiling holds have
+    /// left RAM since, the file was paged out too early and is in use.
+    ghost: AtomicU64,
 }
+
+/// [`MemFile::ghost`]: no ghost.
+const NO_GHOST: u64 = u64::MAX;
 
 /// A clock for [`MemFile::touch`]: only the order of ticks matters.
 fn tick() -> u64 {
@@ -230,6 +239,7 @@ impl KernelStore {
             pins: AtomicU32::new(0),
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
+            ghost: AtomicU64::new(NO_GHOST),
         };
         f.absorb()?;
         Ok(f)
@@ -257,9 +267,17 @@ impl MemFile {
         self.last_use.load(Ordering::Relaxed)
     }
 
-    /// The file was opened.
-    pub fn opened(&self) {
-        let _ = self.opens.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| (n < 2).then_some(n + 1));
+    /// The file was opened for reading; `evictions` is the pager's count of
+    /// pages moved out of RAM so far and `window` how many may have left
+    /// since the file was paged out for its ghost to still count (0
+    /// without a pager).
+    pub fn opened(&self, evictions: u64, window: u64) {
+        let ghost = self.ghost.swap(NO_GHOST, Ordering::Relaxed);
+        let again = ghost != NO_GHOST && evictions.saturating_sub(ghost) <= window;
+        let _ = self.opens.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            let n = if again { 2 } else { n + 1 };
+            Some(n.min(2))
+        });
         self.touch();
     }
 
@@ -268,9 +286,14 @@ impl MemFile {
         self.opens.load(Ordering::Relaxed) >= 2
     }
 
-    /// All its pages left RAM: it starts on probation again.
-    pub fn paged_out(&self) {
-        self.opens.store(0, Ordering::Relaxed);
+    /// All its pages left RAM (the pager had moved `evictions` pages out
+    /// before): it starts on probation again, remembered as a ghost if a
+    /// reader had opened it (a file only written, as by a copy, is not:
+    /// its first read must not count as a second use).
+    pub fn paged_out(&self, evictions: u64) {
+        if self.opens.swap(0, Ordering::Relaxed) > 0 {
+            self.ghost.store(evictions, Ordering::Relaxed);
+        }
     }
 
     /// A passthrough open begins (true) or ends (false).

@@ -489,6 +489,18 @@ impl Pager {
         self.policy.lock().report(id, from, verdict);
     }
 
+    /// Pages moved out of RAM so far.
+    pub(super) fn evictions(&self) -> u64 {
+        self.c.evictions.load(Ordering::Relaxed)
+    }
+
+    /// How many pages may leave RAM after a memory file was paged out
+    /// whole for its reopening to count as a ghost hit (core/kpager.rs):
+    /// nine tenths of the ceiling's pages, as the ghost queue's bound.
+    pub(super) fn ghost_window(&self) -> u64 {
+        self.limit() / PAGE * 9 / 10
+    }
+
     /// Pages moved out of RAM other than through `report` (`memfs evict`).
     pub(super) fn count_evictions(&self, n: u64) {
         bump(&self.c.evictions, n);
