@@ -200,7 +200,10 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     check_uring(opts)?;
     let pager = opts.pager_config()?.map(|cfg| Arc::new(Pager::new(cfg)));
-    if pager.is_some() {
+    if let Some(p) = &pager {
+        // This process serves one mount: the arenas' free space in RAM is
+        // this pager's, counted under ram= (core/pager/mod.rs).
+        p.count_overhead();
         // One malloc arena: the reclaimer thread allocates compressed pages
         // that workers free, and workers allocate pages that it frees; with
         // an arena per thread both arenas end up holding scattered live

@@ -351,7 +351,7 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "ram",
         takes_value: true,
-        help: "RAM ceiling for file data (resident and compressed pages together): bytes, k/m/g/t suffix, \
+        help: "RAM ceiling for file data (resident and compressed pages together, with their index): bytes, k/m/g/t suffix, \
                or N% of RAM; colder pages are compressed, then paged to backing= (default: none, all in RAM)",
         apply: |o, v| {
             o.ram = parse_size_option(v)?;

@@ -337,6 +337,9 @@ struct Arenas {
     slack: AtomicI64,
     mapped: AtomicU64,
     in_use: AtomicU64,
+    /// Bytes of spans touched since they were last given back (or mapped):
+    /// what the arenas hold in RAM, slots in use or not.
+    resident: AtomicU64,
     trimmed: AtomicU64,
 }
 
@@ -390,6 +393,9 @@ pub struct ArenaStats {
     pub in_use: u64,
     /// Bytes of wholly free spans that may still be in RAM until a trim.
     pub slack: u64,
+    /// Bytes of spans touched and not given back since: the arenas' RAM
+    /// (slots in use, free slots of spans in use, and the slack).
+    pub resident: u64,
     /// Bytes given back to the kernel so far (cumulative).
     pub trimmed: u64,
 }
@@ -431,6 +437,7 @@ impl Arenas {
             slack: AtomicI64::new(0),
             mapped: AtomicU64::new(0),
             in_use: AtomicU64::new(0),
+            resident: AtomicU64::new(0),
             trimmed: AtomicU64::new(0),
         }
     }
@@ -440,6 +447,7 @@ impl Arenas {
             mapped: self.mapped.load(Ordering::Relaxed),
             in_use: self.in_use.load(Ordering::Relaxed),
             slack: self.slack.load(Ordering::Relaxed).max(0) as u64,
+            resident: self.resident.load(Ordering::Relaxed),
             trimmed: self.trimmed.load(Ordering::Relaxed),
         }
     }
@@ -465,6 +473,9 @@ impl Arenas {
         if f as usize == g.per_span && ch.is_dirty(span as usize) {
             // An empty span still in RAM is used again: no longer slack.
             self.slack.fetch_sub(g.span_bytes() as i64, Ordering::Relaxed);
+        }
+        if !ch.is_dirty(span as usize) {
+            self.resident.fetch_add(g.span_bytes() as u64, Ordering::Relaxed);
         }
         let slot = ch.take_in(&g, span as usize).expect("an open span has a free slot");
         if f > 1 {
@@ -533,6 +544,7 @@ impl Arenas {
         let bytes = (dirty as usize * g.span_bytes()) as u64;
         self.slack.fetch_sub(bytes as i64, Ordering::Relaxed);
         self.trimmed.fetch_add(bytes, Ordering::Relaxed);
+        self.resident.fetch_sub(bytes, Ordering::Relaxed);
         bytes
     }
 
@@ -622,7 +634,7 @@ impl Arenas {
 
     fn trim(&self) -> u64 {
         self.slack.store(0, Ordering::Relaxed);
-        let mut given = 0;
+        let (mut given, mut counted) = (0, 0);
         for class in 0..CLASSES {
             let g = Geometry::of(slot_size(class));
             let bases: Vec<usize> = self.classes[class].lock().chunks.keys().copied().collect();
@@ -630,7 +642,10 @@ impl Arenas {
                 let mut c = self.classes[class].lock();
                 if c.spare == Some(base) {
                     c.spare = None;
-                    given += self.forget_dirty(&c, &g, base);
+                    // Counted as given back (and no longer resident) by forget_dirty.
+                    let b = self.forget_dirty(&c, &g, base);
+                    given += b;
+                    counted += b;
                     c.drop_chunk(base);
                     self.unmap_chunk(base);
                     continue;
@@ -640,7 +655,9 @@ impl Arenas {
                     continue;
                 }
                 ch.untrimmed = false;
-                given += release_empty_spans(base, &g, ch);
+                let released = release_empty_spans(base, &g, ch);
+                self.resident.fetch_sub(released, Ordering::Relaxed);
+                given += released;
                 for span in 0..g.spans {
                     if ch.span_free[span] as usize == g.per_span {
                         ch.dirty[span / 64] &= !(1 << (span % 64));
@@ -648,7 +665,7 @@ impl Arenas {
                 }
             }
         }
-        self.trimmed.fetch_add(given, Ordering::Relaxed);
+        self.trimmed.fetch_add(given - counted, Ordering::Relaxed);
         given
     }
 
@@ -757,6 +774,7 @@ mod tests {
         assert_eq!(resident(base + 2 * OS_PAGE, OS_PAGE), OS_PAGE, "the emptied chunk is kept as the spare");
         assert_eq!(a.trim(), OS_PAGE as u64, "and unmapped by the next trim (its one page in RAM)");
         assert_eq!(a.chunks(class), 0);
+        assert_eq!((a.stats().resident, a.stats().trimmed), (0, 3 * OS_PAGE as u64));
     }
 
     /// Resident bytes of `[addr, addr+len)` (mincore).
@@ -809,11 +827,14 @@ mod tests {
         }
         let base = ptrs[0].as_ptr() as usize;
         assert_eq!(resident(base, 2 * OS_PAGE), 2 * OS_PAGE);
+        assert_eq!(a.stats().resident, 2 * OS_PAGE as u64, "two pages touched");
         // All four slots of the first page free, three of the second.
         for p in &ptrs[..7] {
             a.free(*p, class);
         }
+        assert_eq!(a.stats().resident, 2 * OS_PAGE as u64, "freed, not yet given back");
         assert_eq!(a.trim(), OS_PAGE as u64);
+        assert_eq!(a.stats().resident, OS_PAGE as u64);
         assert_eq!(resident(base, OS_PAGE), 0, "the wholly free page went back");
         assert_eq!(resident(base + OS_PAGE, OS_PAGE), OS_PAGE, "a page with a live slot stays");
         // SAFETY: the last slot is still live.

@@ -339,7 +339,7 @@ impl Fs {
             return None;
         }
         // The new pages that fit, counted from the start of the write.
-        let mut room = p.limit().saturating_sub(p.ram_bytes()) / PAGE_SIZE;
+        let mut room = p.limit().saturating_sub(p.charged_bytes()) / PAGE_SIZE;
         let mut idx = first;
         while idx < end {
             if !f.has_data(idx) {

@@ -108,10 +108,13 @@ impl Fs {
 
     /// Page out up to `max` pages of the memory file used longest ago that
     /// no passthrough open holds: among those opened once only
-    /// (`probation`), or among all. Returns the pages moved, and whether a
-    /// file that might have given some was busy (try again).
+    /// (`probation`), or among all. A file none of whose pages can leave
+    /// (they do not compress and there is no store) is passed over for the
+    /// next one: else one such file stopped reclaim of every memory file.
+    /// Returns the pages moved, and whether a file that might have given
+    /// some was busy (try again).
     pub(super) fn evict_memory_file_pages(&self, p: &Pager, max: usize, probation: bool) -> (u64, bool) {
-        let mut victim: Option<((bool, u64), Arc<Inode>)> = None;
+        let mut victims: Vec<((bool, u64), Arc<Inode>)> = vec![];
         let mut busy = false;
         for ino in self.kernel_file_inos() {
             let Ok(inode) = self.get(ino) else { continue };
@@ -125,16 +128,20 @@ impl Fs {
             }
             let key = (f.in_use(), f.last_use());
             drop(data);
-            if victim.as_ref().is_none_or(|(k, _)| key < *k) {
-                victim = Some((key, inode));
+            victims.push((key, inode));
+        }
+        victims.sort_by_key(|(k, _)| *k);
+        for ((in_use, _), inode) in victims {
+            if in_use && busy {
+                return (0, true); // a busy file may be on probation: never take a file in use for it
+            }
+            let (moved, _, was_busy) = self.page_out_memory_file(p, &inode, 0, max);
+            busy |= was_busy;
+            if moved > 0 {
+                return (moved, busy);
             }
         }
-        let Some(((in_use, _), inode)) = victim else { return (0, busy) };
-        if in_use && busy {
-            return (0, true); // a busy file may be on probation: never take a file in use for it
-        }
-        let (moved, _, was_busy) = self.page_out_memory_file(p, &inode, 0, max);
-        (moved, busy || was_busy)
+        (0, busy)
     }
 
     /// Regular file `ino` was opened for reading: counts toward keeping a
@@ -311,6 +318,16 @@ mod tests {
         (Fs::new(cfg), pager)
     }
 
+    /// A mount with a `ram_pages` ceiling, lz4, no backing store.
+    fn mount_without_store(ram_pages: u64) -> (Fs, Arc<Pager>) {
+        let cfg = PagerConfig { ram: ram_pages * PAGE, codec: Codec::Lz4, backing: None, readahead: 0 };
+        let pager = Arc::new(Pager::new(cfg));
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.pager = Some(pager.clone());
+        cfg.kernel_files = Some((KernelStore::memfd(), 2 * PAGE));
+        (Fs::new(cfg), pager)
+    }
+
     fn file(fs: &Fs, name: &str, pages: usize, fill: u8) -> Ino {
         let ino = fs.mknod(ROOT_INO, name.as_bytes(), libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         assert_eq!(fs.write(ino, 0, &vec![fill; pages * P], &ME), Ok(pages * P));
@@ -415,5 +432,25 @@ mod tests {
         }
         fs.note_open(far);
         assert!(!in_use(far), "reopened after 12 more evictions: probation");
+    }
+
+    /// A memory file none of whose pages can leave RAM (they do not
+    /// compress, and there is no store) does not stop reclaim from taking
+    /// the next one's.
+    #[test]
+    fn a_file_that_cannot_leave_ram_does_not_block_the_next() {
+        let (fs, pager) = mount_without_store(16);
+        let noise = fs.mknod(ROOT_INO, b"noise", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        let random = super::super::pager::codec::noise(6 * P);
+        assert_eq!(fs.write(noise, 0, &random, &ME), Ok(6 * P));
+        let text = file(&fs, "text", 8, b'a');
+        // More than fits: only the text's pages can make room (compressed).
+        let more = file(&fs, "more", 6, b'b');
+        assert!(pager.ram_bytes() <= 16 * PAGE, "{}", pager.ram_bytes());
+        assert!(fs.tiers(text).unwrap().1 > 0, "the text was compressed");
+        assert_eq!(fs.tiers(noise).unwrap(), (6, 0, 0), "random bytes stay resident");
+        assert_eq!(fs.read(noise, 0, 6 * P as u32).unwrap(), random);
+        assert_eq!(fs.read(text, 0, 8 * P as u32).unwrap(), vec![b'a'; 8 * P]);
+        assert_eq!(fs.read(more, 0, 6 * P as u32).unwrap(), vec![b'b'; 6 * P]);
     }
 }

@@ -48,6 +48,7 @@ impl Fs {
             return true;
         }
         let _one_reclaimer = p.reclaim_lock();
+        p.sample_overhead();
         let mut budget = 2 * p.queued() + 64;
         let mut moved = false;
         let mut busy = false;
@@ -125,7 +126,7 @@ impl Fs {
             // come back soon. Waiting for the next page to arrive could be
             // waiting forever, when the reads that passed the ceiling were
             // the last ones (seen over io_uring: 4.5 MB held under ram=2M).
-            if could && p.ram_bytes() > p.limit() {
+            if could && p.charged_bytes() > p.limit() {
                 std::thread::sleep(RETRY_BUSY);
                 p.check_pressure();
             }
@@ -136,7 +137,7 @@ impl Fs {
     /// After a page-in passed the ceiling (reads may, by a request's pages),
     /// bring RAM back under it.
     pub(super) fn settle_ceiling(&self) {
-        if self.pager.as_deref().is_some_and(|p| p.limit() > 0 && p.ram_bytes() > p.limit()) {
+        if self.pager.as_deref().is_some_and(|p| p.limit() > 0 && p.charged_bytes() > p.limit()) {
             self.make_room(0);
         }
     }
@@ -529,5 +530,24 @@ mod tests {
         assert_eq!(fs.write(a, 0, &[3u8; 8 * PAGE as usize], &ME), Ok(4 * PAGE as usize));
         assert!(pager.stats().io_errors > 0);
         assert_eq!(fs.read(a, 0, 8 * PAGE as u32).unwrap(), vec![3u8; 4 * PAGE as usize]);
+    }
+
+    /// With the overhead counted (as the daemon does), what the pages cost
+    /// beyond their bytes is under the ceiling too: pages on the store
+    /// leave less room for resident ones, by their index.
+    #[test]
+    fn the_pages_index_is_charged_under_the_ceiling() {
+        let (fs, pager, _io) = mount_with_ram(2000, 64);
+        pager.count_overhead();
+        let a = file(&fs, "a", 1000, 3);
+        let cap = 64 * PAGE / 4;
+        let want = (1000 * super::super::pager::INDEX_BYTES).min(cap);
+        assert!(pager.overhead_bytes() >= want, "{} < {want}", pager.overhead_bytes());
+        assert!(pager.charged_bytes() <= 64 * PAGE, "{:?}", pager.stats());
+        let (res, _, disk) = fs.tiers(a).unwrap();
+        assert_eq!(res + disk, 1000);
+        assert!(res * PAGE + pager.overhead_bytes() <= 64 * PAGE, "{res} resident");
+        assert_eq!(fs.read(a, 0, 1000 * PAGE as u32).unwrap(), vec![3u8; 1000 * PAGE as usize]);
+        assert!(pager.charged_bytes() <= 64 * PAGE, "{:?}", pager.stats());
     }
 }

@@ -322,6 +322,13 @@ pub const PAGER: &[Scalar] = &[
         get: |v| v.pager.ram_bytes(),
     },
     Scalar {
+        key: "overhead_bytes",
+        metric: "memfs_pager_overhead_bytes",
+        kind: MetricType::Gauge,
+        help: "RAM those pages cost beyond their bytes, also under the ceiling: their index in the heap (estimated per page, pages on the store included) and the arenas' free space in RAM (at most a quarter of the ceiling).",
+        get: |v| v.pager.overhead_bytes,
+    },
+    Scalar {
         key: "resident_pages",
         metric: "memfs_pager_resident_pages",
         kind: MetricType::Gauge,

@@ -73,7 +73,7 @@ def io_stats(mnt):
         return {k: int(v) for k, v in (line.rstrip("\n").split(": ") for line in f)}
 
 
-def stats_line(stats, keys=("ram_limit_bytes", "ram_bytes", "resident_pages", "compressed_pages",
+def stats_line(stats, keys=("ram_limit_bytes", "ram_bytes", "overhead_bytes", "resident_pages", "compressed_pages",
                             "compressed_bytes", "backing_pages", "hits_total", "misses_total",
                             "page_ins_total", "page_outs_total", "evictions_total",
                             "checksum_errors_total", "io_errors_total", "backing_full_total")):

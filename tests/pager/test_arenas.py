@@ -110,27 +110,31 @@ def test_arena_figures_follow_the_pages_stored_and_freed():
 
 
 def test_rss_under_a_ceiling_stays_near_it():
-    # 96 MiB of programs and libraries through a 16 MiB ceiling: pages are
-    # compressed (slots of every size come and go) and written back.
+    # 192 MiB of programs and libraries through a 16 MiB ceiling: pages are
+    # compressed (slots of every size come and go) and written back. What
+    # the pages cost beyond their bytes (their index in the heap, the
+    # arenas' free space) is charged under the ceiling (overhead_bytes), so
+    # the daemon's peak RSS stays within a tenth of the ceiling and the
+    # fresh daemon (the issue's target), plus the workers' request buffers
+    # (up to 1 MiB each, touched by the first large writes) and heap slack,
+    # a fixed 4 MiB that matters at this small ceiling only. Before the
+    # overhead was charged this run peaked at about 1.3 times.
     ceiling = 16 * MIB
     pool = binary_pool(limit=8 * MIB)
     with scratch_dir() as back, memfs(f"size=1G,ram=16M,backing={back},passthrough=off,uring=off") as mnt:
         pid = daemon_pid(mnt)
         fresh = rss(pid)
-        peak = 0
-        for i in range(12):
+        for i in range(24):
             with open(os.path.join(mnt, f"f{i}"), "wb") as f:
                 f.write(pool)
-            peak = max(peak, rss(pid))
-        pages = 12 * len(pool) // 4096
-        # The ceiling, a tenth more, the per-page index (under 100 bytes a
-        # page) and the fresh daemon.
-        bound = fresh + ceiling * 11 // 10 + pages * 100 + 4 * MIB
-        end = settle(lambda: rss(pid), lambda r: r <= bound, timeout=5)
-        assert end <= bound, (fresh, peak, end, bound, usage(mnt))
-        for i in (0, 11):
+        for i in (0, 23):
             with open(os.path.join(mnt, f"f{i}"), "rb") as f:
                 assert f.read() == pool
+        peak = kib_field(f"/proc/{pid}/status", "VmHWM")
+        bound = (fresh + ceiling) * 11 // 10 + 4 * MIB
+        print(f"fresh {fresh >> 10} KiB, peak {peak >> 10} KiB, "
+              f"peak / (ceiling + fresh) = {peak / (ceiling + fresh):.3f}; {usage(mnt)}")
+        assert peak <= bound, (fresh, peak, bound, usage(mnt))
 
 
 @pytest.mark.parametrize("huge", ["never", "within_size", "always"])

@@ -100,6 +100,20 @@ pub fn decompress(zipped: &[u8]) -> Option<PageBuf> {
     (n == len).then_some(out)
 }
 
+/// `n` bytes of a xorshift stream: data no codec compresses (tests).
+#[cfg(test)]
+pub fn noise(n: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,15 +132,7 @@ mod tests {
             assert_eq!((odd.len(), &odd[..1000], &odd[1000..]), (1024, &text[..1000], &[0u8; 24][..]));
         }
         // A xorshift stream does not compress: the tier is skipped.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let noise: Vec<u8> = (0..4096)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let noise = noise(4096);
         assert_eq!(Codec::Lz4.compress(&noise), None);
         assert_eq!(Codec::Off.compress(&text), None);
     }

@@ -25,7 +25,10 @@
 //!   a mismatch gives EIO for that read and a counter, never wrong bytes.
 //! - **Unwritten** (fallocated, never written) costs no RAM in any tier.
 //!
-//! `ram=` bounds Ram + Zip bytes together (`ram_bytes`). `size=` stays the
+//! `ram=` bounds Ram + Zip bytes together (`ram_bytes`) with what the
+//! pages cost beyond their bytes (`overhead_bytes`: their index in the
+//! heap, for pages on the store too, and the arenas' free space in RAM),
+//! so that the daemon's RSS follows the ceiling. `size=` stays the
 //! logical capacity and may exceed `ram=` when there is a backing store.
 //!
 //! ## What is counted where
@@ -121,6 +124,21 @@ pub const DEFAULT_READAHEAD_PAGES: u64 = 128;
 /// store; past it the oldest compressed pages are written back.
 pub const ZIP_SHARE_PCT: u64 = 50;
 
+/// Heap bytes per page a file's page map holds (data.rs: a B-tree entry of
+/// key and slot; 67 bytes measured for maps filled in order, as files
+/// are), whatever the tier: counted under the ceiling with the page.
+pub const INDEX_BYTES: u64 = 72;
+/// Heap bytes more per resident page of the heap: its id in the policy's
+/// queues, and a share of the ghost's (policy.rs).
+pub const QUEUE_BYTES: u64 = 32;
+/// Heap bytes more per compressed page: its shared buffer's header and
+/// allocation, and its id in the write-back queue.
+pub const ZIP_EXTRA_BYTES: u64 = 64;
+/// The pager's own RAM counted under the ceiling is at most this share of
+/// it (percent), so that a burst of arena slack cannot make it evict
+/// nearly everything.
+const OVERHEAD_MAX_PCT: u64 = 25;
+
 /// Settings of a mount's pager.
 #[derive(Debug)]
 pub struct PagerConfig {
@@ -165,6 +183,8 @@ pub struct PagerStats {
     pub compressed_pages: u64,
     pub compressed_original_bytes: u64,
     pub compressed_bytes: u64,
+    /// RAM the pages cost beyond their bytes ([`Pager::overhead_bytes`]).
+    pub overhead_bytes: u64,
     pub backing_pages: u64,
     pub backing_capacity_pages: u64,
     pub hits: u64,
@@ -230,6 +250,15 @@ pub struct Pager {
     pressure: Mutex<bool>,
     pressure_cv: crate::sync::Condvar,
     c: Counters,
+    /// Count the pages' overhead under the ceiling ([`Pager::overhead_bytes`]).
+    /// On in the daemon, which serves one mount per process, so that the
+    /// arenas hold only this mount's pages; unit tests share one process
+    /// among many mounts, and keep their page arithmetic exact, so it is
+    /// off unless a test turns it on.
+    count_overhead: AtomicBool,
+    /// Bytes the arenas hold in RAM beyond the slots in use, as last
+    /// sampled ([`Pager::sample_overhead`]).
+    arena_slack: AtomicU64,
 }
 
 impl Pager {
@@ -246,7 +275,57 @@ impl Pager {
             pressure: Mutex::new(false),
             pressure_cv: crate::sync::Condvar::new(),
             c: Counters::default(),
+            count_overhead: AtomicBool::new(false),
+            arena_slack: AtomicU64::new(0),
         }
+    }
+
+    /// Charge the pages' overhead under the ceiling from now on, the
+    /// process's arenas (core/arena.rs) counted as this mount's.
+    pub fn count_overhead(&self) {
+        self.count_overhead.store(true, Ordering::Relaxed);
+        self.sample_overhead();
+    }
+
+    /// Take in the arenas' free space in RAM now (reclaim calls this before
+    /// each round; between samples the figure stands, so reclaim's own
+    /// evictions are what moves the charge within a round). Over the
+    /// ceiling, wholly free spans are given back first (trim), when they
+    /// are more than a sixty-fourth of the ceiling.
+    pub(crate) fn sample_overhead(&self) {
+        if !self.count_overhead.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut a = super::arena::stats();
+        let limit = self.limit();
+        if limit > 0 && a.slack > limit / 64 && self.ram_bytes() + self.overhead_bytes() > self.low_watermark() {
+            super::arena::trim();
+            a = super::arena::stats();
+        }
+        self.arena_slack.store(a.resident.saturating_sub(a.in_use), Ordering::Relaxed);
+    }
+
+    /// RAM the pager's pages cost beyond their bytes: their index, queue
+    /// entries and compressed-page headers in the heap (estimated per page
+    /// from the constants above, for every page the pager holds, on the
+    /// store too: its index is in RAM), and the arenas' free space in RAM;
+    /// at most [`OVERHEAD_MAX_PCT`] of the ceiling.
+    pub fn overhead_bytes(&self) -> u64 {
+        if !self.count_overhead.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let stored = self.backing.as_ref().map_or(0, |b| b.used());
+        let index = get(&self.c.resident_pages) * (INDEX_BYTES + QUEUE_BYTES)
+            + get(&self.c.zip_pages) * (INDEX_BYTES + ZIP_EXTRA_BYTES)
+            + stored * INDEX_BYTES;
+        let all = index + self.arena_slack.load(Ordering::Relaxed);
+        all.min(self.limit().saturating_mul(OVERHEAD_MAX_PCT) / 100)
+    }
+
+    /// What the ceiling bounds: the pages' bytes ([`Pager::ram_bytes`])
+    /// and what they cost beyond ([`Pager::overhead_bytes`]).
+    pub fn charged_bytes(&self) -> u64 {
+        self.ram_bytes() + self.overhead_bytes()
     }
 
     /// The ceiling in bytes (0 = none).
@@ -303,7 +382,7 @@ impl Pager {
     /// Whether `bytes` more RAM fit under the ceiling now.
     pub fn admits(&self, bytes: u64) -> bool {
         let limit = self.limit();
-        limit == 0 || bytes == 0 || self.ram_bytes() + bytes <= limit
+        limit == 0 || bytes == 0 || self.charged_bytes() + bytes <= limit
     }
 
     pub(super) fn zip_over_share(&self) -> bool {
@@ -335,7 +414,7 @@ impl Pager {
     /// (the reclaimer also calls this to come back to work it left).
     pub(crate) fn check_pressure(&self) {
         let limit = self.limit();
-        if limit > 0 && self.ram_bytes() > self.high_watermark() {
+        if limit > 0 && self.charged_bytes() > self.high_watermark() {
             let mut p = self.pressure.lock();
             if !*p {
                 *p = true;
@@ -573,6 +652,7 @@ impl Pager {
             compressed_pages: get(&c.zip_pages),
             compressed_original_bytes: get(&c.zip_orig_bytes),
             compressed_bytes: get(&c.zip_bytes),
+            overhead_bytes: self.overhead_bytes(),
             backing_pages: self.backing.as_ref().map_or(0, |b| b.used()),
             backing_capacity_pages: self.backing.as_ref().and_then(|b| b.capacity()).unwrap_or(0),
             hits: n(&c.hits),
