@@ -116,7 +116,7 @@ impl Fs {
         };
         let mut data = match req.size {
             Some(size) => {
-                match inode.kind {
+                match inode.kind() {
                     Kind::File => {}
                     Kind::Dir => return Err(FsError::IsDir),
                     _ => return Err(FsError::Invalid),
@@ -160,7 +160,7 @@ impl Fs {
             }
             m.kill_privs(caller);
         }
-        if chown && inode.kind != Kind::Dir {
+        if chown && inode.kind() != Kind::Dir {
             m.kill_privs_on_chown(chown_outside_group);
         }
         if let Some(uid) = req.uid {
@@ -247,7 +247,7 @@ impl Fs {
                 Ok(())
             }
             Namespace::AclDefault => {
-                if inode.kind != Kind::Dir {
+                if inode.kind() != Kind::Dir {
                     return Err(FsError::Access);
                 }
                 let a = Acl::parse(value)?;

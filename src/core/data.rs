@@ -156,9 +156,18 @@ pub enum EvictCandidate {
 #[derive(Debug, Default)]
 pub struct FileData {
     pages: Pages,
-    home: Option<Box<Home>>,
+    /// The pager's home and the memory file, both rare: one pointer for an
+    /// empty or small file without them (issue 14: every byte of an empty
+    /// file counts).
+    ext: Option<Box<Ext>>,
+}
+
+/// What few files have.
+#[derive(Debug, Default)]
+struct Ext {
+    home: Option<Home>,
     /// The kernel memory file holding the bytes instead of `pages`.
-    mem: Option<Box<MemFile>>,
+    mem: Option<MemFile>,
 }
 
 /// Size of a page buffer that must hold `len` bytes.
@@ -173,10 +182,10 @@ fn page_of(off: u64) -> u64 {
 
 impl Drop for FileData {
     fn drop(&mut self) {
-        if let (Some(h), Some(f)) = (&self.home, &self.mem) {
+        if let (Some(h), Some(f)) = (self.home(), self.mem()) {
             h.pager.kernel_pages_changed(-(f.pages_seen() as i64));
         }
-        if let Some(h) = &self.home {
+        if let Some(h) = self.home() {
             match &self.pages {
                 Pages::Empty => {}
                 Pages::First(p) => h.pager.slot_removed(p),
@@ -190,22 +199,31 @@ impl FileData {
     /// Account this file's pages to `pager` from now on (a new, empty file).
     pub fn attach(&mut self, pager: Arc<Pager>, ino: Ino) {
         debug_assert!(matches!(self.pages, Pages::Empty));
-        self.home = Some(Box::new(Home { pager, ino, next_read: AtomicU64::new(u64::MAX) }));
+        self.ext.get_or_insert_with(Default::default).home =
+            Some(Home { pager, ino, next_read: AtomicU64::new(u64::MAX) });
+    }
+
+    fn home(&self) -> Option<&Home> {
+        self.ext.as_deref().and_then(|e| e.home.as_ref())
+    }
+
+    fn mem(&self) -> Option<&MemFile> {
+        self.ext.as_deref().and_then(|e| e.mem.as_ref())
     }
 
     /// The kernel memory file holding this file's bytes, if they moved there.
     pub fn kernel(&self) -> Option<&MemFile> {
-        self.mem.as_deref()
+        self.mem()
     }
 
     /// Whether the bytes can move to a kernel memory file: none paged out.
     pub fn can_move_to_kernel(&self) -> bool {
-        self.mem.is_none() && self.cold_from(0, 1).is_empty()
+        self.mem().is_none() && self.cold_from(0, 1).is_empty()
     }
 
     /// Pages of a memory-file file that are paged out (in the page map).
     pub fn cold_count(&self) -> u64 {
-        if self.mem.is_some() {
+        if self.mem().is_some() {
             self.page_count()
         } else {
             0
@@ -214,12 +232,12 @@ impl FileData {
 
     /// The pager this file's pages are accounted to, if any.
     pub fn pager(&self) -> Option<&Pager> {
-        self.home.as_deref().map(|h| &*h.pager)
+        self.home().map(|h| &*h.pager)
     }
 
     /// A memory-file file's page `idx` was paged out as `slot`.
     pub fn put_cold(&mut self, idx: u64, slot: Slot) {
-        debug_assert!(self.mem.is_some() && self.get(idx).is_none());
+        debug_assert!(self.mem().is_some() && self.get(idx).is_none());
         self.insert(idx, slot);
     }
 
@@ -260,7 +278,7 @@ impl FileData {
         if let Some(p) = self.pager() {
             p.kernel_pages_changed(pages as i64);
         }
-        self.mem = Some(Box::new(f));
+        self.ext.get_or_insert_with(Default::default).mem = Some(f);
         Ok(pages)
     }
 
@@ -290,13 +308,13 @@ impl FileData {
     }
 
     fn added(&self, idx: u64, slot: &Slot) {
-        if let Some(h) = &self.home {
+        if let Some(h) = self.home() {
             h.pager.slot_added(PageId { ino: h.ino, idx }, slot);
         }
     }
 
     fn removed(&self, slot: &Slot) {
-        if let Some(h) = &self.home {
+        if let Some(h) = self.home() {
             h.pager.slot_removed(slot);
         }
     }
@@ -305,7 +323,7 @@ impl FileData {
     fn replace(&mut self, idx: u64, new: Slot) -> Option<Slot> {
         let slot = self.get_mut(idx)?;
         let old = std::mem::replace(slot, new);
-        if let Some(h) = &self.home {
+        if let Some(h) = self.home() {
             let id = PageId { ino: h.ino, idx };
             h.pager.slot_replaced(id, &old, self.get(idx).expect("just replaced"));
         }
@@ -405,7 +423,7 @@ impl FileData {
     /// Note a read of `[off, off+len)`; whether it continued the last one
     /// (a sequential reader, worth reading ahead for).
     pub fn note_read(&self, off: u64, len: usize) -> bool {
-        let Some(h) = &self.home else { return false };
+        let Some(h) = self.home() else { return false };
         let end = (off + len as u64).div_ceil(PAGE_SIZE);
         let prev = h.next_read.swap(end, Ordering::Relaxed);
         prev == page_of(off) || (prev > 0 && prev - 1 == page_of(off))
@@ -415,7 +433,7 @@ impl FileData {
     /// fallback when a page went out again between load and install).
     fn make_resident(&mut self, idx: u64) -> Result<(), PageError> {
         let Some(cold) = self.get(idx).and_then(Slot::cold) else { return Ok(()) };
-        let Some(h) = &self.home else { return Err(PageError) };
+        let Some(h) = self.home() else { return Err(PageError) };
         let bytes = h.pager.load(&cold)?;
         self.replace(idx, Slot::ram(bytes));
         Ok(())
@@ -435,7 +453,7 @@ impl FileData {
         let mut hits = 0;
         self.visit(off, len, &mut |idx, page| match page {
             Slot::Ram { bytes, refd } => {
-                if self.home.is_some() && count {
+                if self.home().is_some() && count {
                     touch(refd);
                     hits += 1;
                 }
@@ -447,7 +465,7 @@ impl FileData {
         if !cold.is_empty() {
             return Err(cold);
         }
-        if let Some(h) = &self.home {
+        if let Some(h) = self.home() {
             h.pager.hit(hits);
         }
         Ok(out)
@@ -469,7 +487,7 @@ impl FileData {
 
     /// Whether `n` more bytes of RAM fit under the pager's ceiling.
     fn admits(&self, n: usize) -> bool {
-        self.home.as_ref().is_none_or(|h| h.pager.admits(n as u64))
+        self.home().is_none_or(|h| h.pager.admits(n as u64))
     }
 
     /// Write `data` at `off`. Allocates pages as needed, asking `charge` for
@@ -798,7 +816,7 @@ impl FileData {
 
     /// Pages per tier: (resident, compressed, on the backing store).
     pub fn tiers(&self) -> (u64, u64, u64) {
-        if let Some(f) = &self.mem {
+        if let Some(f) = self.mem() {
             let (mut zip, mut disk) = (0, 0);
             for (_, p) in self.slots_from(0) {
                 match p {

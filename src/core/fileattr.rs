@@ -122,7 +122,7 @@ impl Fs {
     /// An inode that can have flags: a regular file or a directory.
     fn flagged(&self, ino: Ino) -> FsResult<Arc<Inode>> {
         let inode = self.get(ino)?;
-        match inode.kind {
+        match inode.kind() {
             Kind::File | Kind::Dir => Ok(inode),
             _ => Err(FsError::NoIoctl),
         }

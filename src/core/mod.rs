@@ -56,7 +56,7 @@ pub use rw::{FallocMode, Whence};
 pub use types::{Attr, Caller, Ino, Kind, SetAttr, SetTime, StatFs, Timespec, ROOT_INO};
 pub use usage::{UidUsage, UsageSnapshot};
 
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, RwLock, RwLockWriteGuard};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, RwLockWriteGuard};
 use dir::Dir;
 use inode::{Content, Inode, Meta, DIRENT_SIZE};
 use usage::Usage;
@@ -112,6 +112,13 @@ impl FsConfig {
             numa: Arc::new(numa::Kernel),
         }
     }
+}
+
+/// Whether a table of `len` entries with room for `capacity` should shrink:
+/// room for more than four times its entries, and more than a few pages'
+/// worth (a small table is not worth the rehash).
+fn table_is_oversized(len: usize, capacity: usize) -> bool {
+    capacity > 4096 && capacity > 4 * len
 }
 
 /// A memory file system.
@@ -198,10 +205,9 @@ impl Fs {
             mtime: now,
             ctime: now,
             btime: now,
-            parent: ROOT_INO,
             extra: None,
         };
-        let root_dir = Content::Dir(Box::new(RwLock::new(Dir::new(cfg.dir_index))));
+        let root_dir = Content::Dir(Box::new(inode::DirNode::new(Dir::new(cfg.dir_index), ROOT_INO)));
         let root = Inode::new(ROOT_INO, Kind::Dir, meta, root_dir, usage);
         // The kernel's reference to the root is implicit and never forgotten.
         root.add_lookup();
@@ -280,6 +286,26 @@ impl Fs {
     /// Bytes freed and not reused since the last call; starts the count again.
     pub fn take_released(&self) -> u64 {
         self.usage.take_released()
+    }
+
+    /// Shrink the inode table when it holds room for more than four times
+    /// its entries (after mass deletion; a table that only grows never
+    /// does, and one that shrinks is sized to what it holds, so a steady
+    /// create/delete loop never resizes it). Called by the idle trim
+    /// (src/trim.rs); takes each shard's lock in turn.
+    pub fn compact_tables(&self) {
+        if table_is_oversized(self.inodes.len(), self.inodes.capacity()) {
+            self.inodes.shrink_to_fit();
+        }
+        let mut k = self.kernel_inos.lock();
+        if table_is_oversized(k.len(), k.capacity()) {
+            k.shrink_to_fit();
+        }
+    }
+
+    /// Room for entries in the inode table now (tests, stats).
+    pub fn inode_table_capacity(&self) -> usize {
+        self.inodes.capacity()
     }
 
     /// Number of inodes in the table (live, including unlinked-but-referenced).

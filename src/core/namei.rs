@@ -10,12 +10,12 @@ use super::acl::Acl;
 use super::cache::CACHE_XATTR;
 use super::dir::{self, Dir, DirIndex};
 use super::fileattr::{self, Change};
-use super::inode::{Content, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
+use super::inode::{Content, DirNode, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
 use super::usage::xattr_cost;
 use super::usage::Usage;
 use super::{DirLocks, Fs, FsError, FsResult};
-use crate::sync::{Arc, RwLock};
+use crate::sync::Arc;
 
 /// Symlink targets this long or longer (with their NUL) take a page, as in tmpfs.
 const SHORT_SYMLINK_LEN: usize = 128;
@@ -108,10 +108,10 @@ fn new_inode(
     dir_index: DirIndex,
 ) -> (Meta, Content) {
     let (size, nlink, content) = match (node.kind, node.symlink) {
-        (Kind::Dir, _) => (2 * DIRENT_SIZE, 2, Content::Dir(Box::new(RwLock::new(Dir::new(dir_index))))),
+        (Kind::Dir, _) => (2 * DIRENT_SIZE, 2, Content::Dir(Box::new(DirNode::new(Dir::new(dir_index), parent)))),
         (Kind::File, _) => (0, u32::from(!node.unnamed), Content::File(Default::default())),
         (Kind::Symlink, Some(t)) => (t.len() as u64, 1, Content::Symlink(t.into())),
-        _ => (0, 1, Content::Special),
+        (k, _) => (0, 1, Content::Special(k)),
     };
     let extra = (inherited.acl_access.is_some() || inherited.acl_default.is_some() || inherited.cache_xattr.is_some())
         .then(|| {
@@ -138,7 +138,6 @@ fn new_inode(
         mtime: now,
         ctime: now,
         btime: now,
-        parent,
         extra,
     };
     (meta, content)
@@ -188,10 +187,10 @@ impl Fs {
     /// directory's handle): its parent.
     pub fn lookup_parent(&self, ino: Ino) -> FsResult<Attr> {
         let inode = self.get(ino)?;
-        if inode.kind != Kind::Dir {
+        if inode.kind() != Kind::Dir {
             return Err(FsError::NotDir);
         }
-        let parent = self.get(inode.meta().parent)?;
+        let parent = self.get(inode.parent())?;
         parent.add_lookup();
         Ok(parent.attr())
     }
@@ -232,7 +231,7 @@ impl Fs {
     /// unless link(2) names it first. The directory is not changed.
     pub fn tmpfile(&self, parent: Ino, mode: u32, umask: u32, caller: &Caller) -> FsResult<Attr> {
         let p = self.get(parent)?;
-        if p.kind != Kind::Dir {
+        if p.kind() != Kind::Dir {
             return Err(FsError::NotDir);
         }
         let node = NewNode { kind: Kind::File, perm: mode, umask, rdev: 0, symlink: None, unnamed: true };
@@ -305,7 +304,7 @@ impl Fs {
             return Err(FsError::Exists);
         }
         let inode = self.get(ino)?;
-        if inode.kind == Kind::Dir {
+        if inode.kind() == Kind::Dir {
             return Err(FsError::NotPermitted);
         }
         let p = self.get(newparent)?;
@@ -339,7 +338,7 @@ impl Fs {
             }
         }
         inode.add_lookup();
-        self.insert_entry(&mut dir, newname, inode.ino, inode.kind);
+        self.insert_entry(&mut dir, newname, inode.ino, inode.kind());
         let mut pm = p.meta();
         pm.size += DIRENT_SIZE;
         pm.touch_modified(now);
@@ -447,7 +446,7 @@ impl Fs {
             let src_inode = self.get(src.ino)?;
             let dst_inode = dst.map(|d| self.get(d.ino)).transpose()?;
             let mut set = vec![&op, &np];
-            if let Some(d) = dst_inode.as_ref().filter(|d| d.kind == Kind::Dir) {
+            if let Some(d) = dst_inode.as_ref().filter(|d| d.kind() == Kind::Dir) {
                 set.push(d);
             }
             let mut locks = DirLocks::lock(&set)?;
@@ -492,15 +491,15 @@ impl Fs {
         if flags.exchange {
             let dst = mv.dst.ok_or(FsError::NotFound)?;
             if cross
-                && ((src.kind == Kind::Dir && self.is_ancestor(src.ino, np.ino))
-                    || (dst.kind == Kind::Dir && self.is_ancestor(dst.ino, op.ino)))
+                && ((src.kind() == Kind::Dir && self.is_ancestor(src.ino, np.ino))
+                    || (dst.kind() == Kind::Dir && self.is_ancestor(dst.ino, op.ino)))
             {
                 return Err(FsError::Invalid);
             }
-            locks.get(op.ino).replace(mv.name, dst.ino, dst.kind);
-            locks.get(np.ino).replace(mv.newname, src.ino, src.kind);
+            locks.get(op.ino).replace(mv.name, dst.ino, dst.kind());
+            locks.get(np.ino).replace(mv.newname, src.ino, src.kind());
             if cross {
-                let (sd, dd) = (i32::from(src.kind == Kind::Dir), i32::from(dst.kind == Kind::Dir));
+                let (sd, dd) = (i32::from(src.kind() == Kind::Dir), i32::from(dst.kind() == Kind::Dir));
                 adjust_nlink(op, dd - sd);
                 adjust_nlink(np, sd - dd);
                 set_parent(src, np.ino);
@@ -517,14 +516,14 @@ impl Fs {
             if flags.noreplace {
                 return Err(FsError::Exists);
             }
-            match (src.kind == Kind::Dir, dst.kind == Kind::Dir) {
+            match (src.kind() == Kind::Dir, dst.kind() == Kind::Dir) {
                 (true, false) => return Err(FsError::NotDir),
                 (false, true) => return Err(FsError::IsDir),
                 (true, true) if !locks.get(dst.ino).is_empty() => return Err(FsError::NotEmpty),
                 _ => {}
             }
         }
-        if src.kind == Kind::Dir && cross && self.is_ancestor(src.ino, np.ino) {
+        if src.kind() == Kind::Dir && cross && self.is_ancestor(src.ino, np.ino) {
             return Err(FsError::Invalid);
         }
         if flags.whiteout && !self.usage.charge_inode() {
@@ -533,10 +532,10 @@ impl Fs {
         // Commit: nothing below can fail.
         self.remove_entry(locks.get(op.ino), mv.name);
         crate::fault::point("rename");
-        let src_is_dir = src.kind == Kind::Dir;
+        let src_is_dir = src.kind() == Kind::Dir;
         match mv.dst {
             Some(dst) => {
-                locks.get(np.ino).replace(mv.newname, src.ino, src.kind);
+                locks.get(np.ino).replace(mv.newname, src.ino, src.kind());
                 let last = if src_is_dir {
                     let mut dm = dst.meta();
                     dm.nlink = 0;
@@ -554,7 +553,7 @@ impl Fs {
                 op.meta().size -= DIRENT_SIZE;
             }
             None => {
-                self.insert_entry(locks.get(np.ino), mv.newname, src.ino, src.kind);
+                self.insert_entry(locks.get(np.ino), mv.newname, src.ino, src.kind());
                 if src_is_dir {
                     adjust_nlink(op, -1);
                     adjust_nlink(np, 1);
@@ -607,7 +606,7 @@ impl Fs {
                 return false;
             }
             match self.get(dir) {
-                Ok(d) => dir = d.meta().parent,
+                Ok(d) => dir = d.parent(),
                 Err(_) => return false,
             }
         }
@@ -632,7 +631,8 @@ impl Fs {
                 return Err(FsError::NotFound);
             }
             self.read_accessed(&mut m);
-            m.parent
+            drop(m);
+            inode.parent()
         };
         if offset < 1 {
             let attr = plus.then(|| inode.attr());
@@ -699,9 +699,7 @@ fn adjust_nlink(dir: &Inode, delta: i32) {
 }
 
 fn set_parent(inode: &Inode, parent: Ino) {
-    if inode.kind == Kind::Dir {
-        inode.meta().parent = parent;
-    }
+    inode.set_parent(parent);
 }
 
 const _: () = assert!(PAGE_SIZE as usize > SHORT_SYMLINK_LEN);

@@ -38,7 +38,7 @@ impl Fs {
     /// Regular file `ino` (EISDIR for a directory, EINVAL otherwise).
     pub(super) fn file(&self, ino: Ino) -> FsResult<Arc<Inode>> {
         let inode = self.get(ino)?;
-        match inode.kind {
+        match inode.kind() {
             Kind::File => Ok(inode),
             Kind::Dir => Err(FsError::IsDir),
             _ => Err(FsError::Invalid),

@@ -34,8 +34,11 @@ use super::types::PAGE_SIZE;
 
 use crate::sync::{AtomicU64, OnceLock, Ordering};
 
-/// Freed and not reused bytes (pages and metadata) that call the release hook.
-pub const RELEASE_STEP: u64 = 32 << 20;
+/// Freed and not reused bytes (pages and metadata) that call the release
+/// hook. 8 MiB: deleting 100,000 empty files frees about 27 MiB, which a
+/// step of 32 MiB left in the daemon for good (the trim itself waits for an
+/// idle second, so a smaller step costs a busy mount nothing).
+pub const RELEASE_STEP: u64 = 8 << 20;
 
 /// Called when [`RELEASE_STEP`] bytes were freed since the last `take_released`.
 pub struct ReleaseHook(pub Box<dyn Fn() + Send + Sync>);

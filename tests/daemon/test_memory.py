@@ -45,3 +45,66 @@ def test_rss_follows_deletes():
         for i in range(96):
             with open(os.path.join(mnt, f"small{i}"), "rb") as f:
                 assert f.read() == b"kept"
+
+
+def settled_rss(pid, timeout=15.0):
+    """RSS once the idle trim has run: it stops falling for two seconds."""
+    deadline = time.monotonic() + timeout
+    last = rss_bytes(pid)
+    while time.monotonic() < deadline:
+        time.sleep(2.0)
+        now = rss_bytes(pid)
+        if now >= last:
+            return now
+        last = now
+    return last
+
+
+def metadata_bytes(mnt):
+    with open(os.path.join(mnt, ".memfs", "stats", "usage")) as f:
+        for line in f:
+            if line.startswith("metadata_bytes:"):
+                return int(line.split()[1])
+    raise AssertionError("no metadata_bytes in stats/usage")
+
+
+def test_memory_comes_back_after_mass_deletion_and_metadata_bytes_is_honest():
+    # Issue 14: 200,000 empty files in 100 directories, created and deleted
+    # twice. The second deletion must leave no more RSS than the first (the
+    # tables shrink, the idle trim gives the memory back), both near a fresh
+    # daemon's (the issue's bound: 10% + 8 MiB), and metadata_bytes, which
+    # the meta= ceiling counts, must stay near the RSS the files really took.
+    n, dirs = 200_000, 100
+    with mounted("memfs", "size=1G,nr_inodes=0") as mnt:
+        pid = daemon_pid(mnt)
+        fresh = rss_bytes(pid)
+
+        def fill():
+            for d in range(dirs):
+                os.mkdir(os.path.join(mnt, f"d{d}"))
+            for i in range(n):
+                os.close(os.open(os.path.join(mnt, f"d{i % dirs}", f"f{i}"),
+                                 os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+
+        def empty():
+            for i in range(n):
+                os.unlink(os.path.join(mnt, f"d{i % dirs}", f"f{i}"))
+            for d in range(dirs):
+                os.rmdir(os.path.join(mnt, f"d{d}"))
+
+        before, meta0 = rss_bytes(pid), metadata_bytes(mnt)
+        fill()
+        grown, meta = rss_bytes(pid) - before, metadata_bytes(mnt) - meta0
+        assert grown > n * 100, (grown, "the files really are in the daemon")
+        assert 0.8 * grown <= meta <= 1.25 * grown, \
+            f"metadata_bytes grew {meta} for {grown} bytes of RSS ({meta / n:.0f} vs {grown / n:.0f} a file)"
+        assert grown / n <= 330, f"{grown / n:.0f} bytes of RSS per empty file"
+        empty()
+        first = settled_rss(pid)
+        fill()
+        empty()
+        second = settled_rss(pid)
+        print(f"fresh {fresh >> 10} KiB, per file {grown / n:.0f} B (metadata_bytes {meta / n:.0f}), "
+              f"after deleting {first >> 10} KiB, again {second >> 10} KiB")
+        assert second <= first + 2 * MIB, (fresh, first, second)
+        assert first <= fresh * 1.1 + 8 * MIB, (fresh, first)
