@@ -74,7 +74,9 @@ def run_workload(mod, filesystems, cfg, log):
             _remount(fs)
     try:
         for case in cases:
-            for rep in range(cfg.reps):
+            # A case may cap its repetitions (params["max_reps"]: one run of
+            # it is long, e.g. scale's 10 million files).
+            for rep in range(min(cfg.reps, case.params.get("max_reps", cfg.reps))):
                 for fs in filesystems:
                     runs.append(_run_one(mod, case, fs, rep, cfg, log))
     finally:
