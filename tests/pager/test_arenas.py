@@ -9,12 +9,13 @@ behaviour here, not a timing; waits are for asynchronous frees and trims.
 """
 import os
 import subprocess
+import time
 
 import pytest
 
 from mounts import MEMFS_BIN, daemon_pid  # tests/ is on sys.path (conftest)
 
-from .helpers import MIB, binary_pool, memfs, require_root_and_memfs, scratch_dir, settle
+from .helpers import MIB, binary_pool, memfs, pager_stats, require_root_and_memfs, scratch_dir, settle
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -110,31 +111,47 @@ def test_arena_figures_follow_the_pages_stored_and_freed():
 
 
 def test_rss_under_a_ceiling_stays_near_it():
-    # 192 MiB of programs and libraries through a 16 MiB ceiling: pages are
-    # compressed (slots of every size come and go) and written back. What
-    # the pages cost beyond their bytes (their index in the heap, the
+    # Four times a 32 MiB ceiling of programs and libraries written and
+    # read back (the benchmark's case 3 at a quarter of its size): pages
+    # are compressed (slots of every size come and go) and written back.
+    # What the pages cost beyond their bytes (their index in the heap, the
     # arenas' free space) is charged under the ceiling (overhead_bytes), so
-    # the daemon's peak RSS stays within a tenth of the ceiling and the
-    # fresh daemon (the issue's target), plus the workers' request buffers
-    # (up to 1 MiB each, touched by the first large writes) and heap slack,
-    # a fixed 4 MiB that matters at this small ceiling only. Before the
-    # overhead was charged this run peaked at about 1.3 times.
-    ceiling = 16 * MIB
+    # the daemon's peak RSS stays near the ceiling plus the daemon before
+    # the run. "Before" is after a 1 MiB file was written and deleted, so
+    # that it includes the worker's request buffer (1 MiB, touched by
+    # the first large write), and the peak (VmHWM) is reset there.
+    #
+    # The issue's target, 1.10, is measured by the benchmark at 128 MiB
+    # (docs/PAGER.md: 1.09-1.10); this run gives 1.07-1.09 (8 runs), but
+    # at this small ceiling a MiB of heap or rounding is 3%, and the test
+    # with a 16 MiB ceiling and 0.4 MiB of margin failed once in CI, so it
+    # bounds 1.15.
+    ceiling = 32 * MIB
     pool = binary_pool(limit=8 * MIB)
-    with scratch_dir() as back, memfs(f"size=1G,ram=16M,backing={back},passthrough=off,uring=off") as mnt:
+    with scratch_dir() as back, memfs(f"size=1G,ram=32M,backing={back},passthrough=off,uring=off") as mnt:
         pid = daemon_pid(mnt)
-        fresh = rss(pid)
-        for i in range(24):
+        with open(os.path.join(mnt, "warm"), "wb") as f:
+            f.write(pool[:MIB])
+        os.unlink(os.path.join(mnt, "warm"))
+        base = settle(lambda: usage(mnt), lambda u: u["arena_bytes"] == 0)
+        assert base["arena_bytes"] == 0, base
+        time.sleep(0.5)  # chunks emptied by the deletion are unmapped at once
+        before = rss(pid)
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5\n")  # VmHWM := VmRSS
+        for i in range(16):
             with open(os.path.join(mnt, f"f{i}"), "wb") as f:
                 f.write(pool)
-        for i in (0, 23):
+        for i in (0, 15):
             with open(os.path.join(mnt, f"f{i}"), "rb") as f:
                 assert f.read() == pool
+        stats = pager_stats(mnt)
+        assert stats["backing_pages"] > 0, stats  # the store was really used
         peak = kib_field(f"/proc/{pid}/status", "VmHWM")
-        bound = (fresh + ceiling) * 11 // 10 + 4 * MIB
-        print(f"fresh {fresh >> 10} KiB, peak {peak >> 10} KiB, "
-              f"peak / (ceiling + fresh) = {peak / (ceiling + fresh):.3f}; {usage(mnt)}")
-        assert peak <= bound, (fresh, peak, bound, usage(mnt))
+        ratio = peak / (before + ceiling)
+        print(f"before {before >> 10} KiB, peak {peak >> 10} KiB, "
+              f"peak / (ceiling + before) = {ratio:.3f}; {usage(mnt)}")
+        assert ratio <= 1.15, (before, peak, usage(mnt), stats)
 
 
 @pytest.mark.parametrize("huge", ["never", "within_size", "always"])
