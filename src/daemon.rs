@@ -232,6 +232,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         root_uid: opts.uid,
         root_gid: opts.gid,
         noatime: opts.noatime,
+        strictatime: opts.strictatime,
         dir_index: opts.dir_index,
         reserved_name: opts.ctldir.as_ref().map(|n| n.as_bytes().to_vec()),
         pager,

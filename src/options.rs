@@ -42,6 +42,8 @@ pub struct MountOptions {
     /// How long the worker polls the device after a request (0 = never).
     pub poll_us: u64,
     pub noatime: bool,
+    /// Update atime on every read (`strictatime`).
+    pub strictatime: bool,
     /// Name shown as the source in /proc/mounts.
     pub fsname: String,
     /// VFS flags passed to the kernel (nosuid, nodev, noexec, ...).
@@ -141,7 +143,7 @@ fn conflicts(a: &MountOption, b: &MountOption) -> bool {
         (Dev | NoDev, Dev | NoDev)
             | (Suid | NoSuid, Suid | NoSuid)
             | (Exec | NoExec, Exec | NoExec)
-            | (Atime | NoAtime, Atime | NoAtime)
+            | (Atime | NoAtime | StrictAtime, Atime | NoAtime | StrictAtime)
             | (Sync | Async, Sync | Async)
     )
 }
@@ -235,7 +237,20 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "never update access times",
         apply: |o, _| {
             o.noatime = true;
+            o.strictatime = false;
             flag(o, MountOption::NoAtime);
+            Ok(())
+        },
+    },
+    OptionSpec {
+        name: "strictatime",
+        takes_value: false,
+        help: "update access times on every read, as tmpfs does (reads of files below \
+               passthrough_min then all reach memfs: docs/SEMANTICS.md)",
+        apply: |o, _| {
+            o.noatime = false;
+            o.strictatime = true;
+            flag(o, MountOption::StrictAtime);
             Ok(())
         },
     },
@@ -245,6 +260,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "update access times (relatime rules; default)",
         apply: |o, _| {
             o.noatime = false;
+            o.strictatime = false;
             flag(o, MountOption::Atime);
             Ok(())
         },
@@ -252,9 +268,11 @@ pub const OPTIONS: &[OptionSpec] = &[
     OptionSpec {
         name: "relatime",
         takes_value: false,
-        help: "same as atime (memfs always uses relatime rules)",
+        help: "same as atime: relatime rules (the default)",
         apply: |o, _| {
             o.noatime = false;
+            o.strictatime = false;
+            o.flags.retain(|x| !conflicts(x, &MountOption::Atime));
             Ok(())
         },
     },
@@ -566,7 +584,6 @@ const MOUNT_LEVEL: &[&str] = &[
     "silent",
     "nodiratime",
     "diratime",
-    "strictatime",
     "lazytime",
     "nolazytime",
 ];
@@ -620,6 +637,7 @@ impl MountOptions {
             threads: 1,
             poll_us: DEFAULT_POLL_US,
             noatime: false,
+            strictatime: false,
             fsname: "memfs".into(),
             flags: vec![],
             ctldir: Some(DEFAULT_CTLDIR.into()),
@@ -911,5 +929,18 @@ mod tests {
         let o = parse("defaults,noauto,x-systemd.automount,nodev,dev,noatime", d()).unwrap();
         assert_eq!(o.flags, vec![MountOption::Dev, MountOption::NoAtime]);
         assert!(o.noatime);
+    }
+
+    #[test]
+    fn the_last_atime_mode_named_wins() {
+        let o = parse("noatime,strictatime", d()).unwrap();
+        assert!(o.strictatime && !o.noatime);
+        assert_eq!(o.flags, vec![MountOption::StrictAtime]);
+        let o = parse("strictatime,noatime", d()).unwrap();
+        assert!(o.noatime && !o.strictatime);
+        assert_eq!(o.flags, vec![MountOption::NoAtime]);
+        let o = parse("strictatime,relatime", d()).unwrap();
+        assert!(!o.noatime && !o.strictatime);
+        assert!(o.flags.is_empty());
     }
 }

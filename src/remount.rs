@@ -5,8 +5,8 @@
 //! OPTIONS`) with the options it merged from /proc/mounts and fstab. This
 //! module owns what such a call does, without a new daemon:
 //!
-//! - `size=`, `nr_inodes=`, `poll_us=`, the pager's `ram=` and memfs's own atime rule (off on a
-//!   noatime or read-only mount) change live, through the mount's control
+//! - `size=`, `nr_inodes=`, `poll_us=`, the pager's `ram=` and memfs's own atime rules
+//!   (`noatime`: on for a noatime or read-only mount; `strictatime`) change live, through the mount's control
 //!   directory (the same checks as writing its `opts/` files: shrinking below
 //!   what is in use fails with EINVAL and changes nothing, as tmpfs's "Too
 //!   small a size for current use");
@@ -78,6 +78,17 @@ const LIVE: &[&str] = &["size", "nr_inodes", "poll_us", "ram", "mpol", "huge"];
 /// would update none).
 fn atime_rule(flags: libc::c_ulong) -> &'static str {
     if flags & (libc::MS_NOATIME | libc::MS_RDONLY) != 0 {
+        "1"
+    } else {
+        "0"
+    }
+}
+
+/// The daemon's strictatime rule (control file `strictatime`) after a
+/// remount to `flags`: on for a strictatime mount (noatime and read-only
+/// are the other rule's business).
+fn strict_rule(flags: libc::c_ulong) -> &'static str {
+    if flags & libc::MS_STRICTATIME != 0 {
         "1"
     } else {
         "0"
@@ -169,13 +180,14 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
         Scope::Changes => new_flags(before, req.set, req.clear),
     };
     req.live.push(("noatime", atime_rule(after).to_string()));
+    req.live.push(("strictatime", strict_rule(after).to_string()));
     // Write only what changes: mount(8) passes back every option of the
     // mount, and a read-only mount cannot take writes. Without a control
     // directory the atime rule stays as mounted.
     let mut changes = vec![];
     for (name, value) in req.live {
         let Ok(now) = std::fs::read_to_string(ctl.join(name)) else {
-            if name != "noatime" {
+            if name != "noatime" && name != "strictatime" {
                 changes.push((name, value)); // refused below: no control directory
             }
             continue;
@@ -487,6 +499,17 @@ mod tests {
         let swapped: Vec<_> = info.lines().rev().collect();
         assert_eq!(topmost(&swapped.join("\n"), b"/mnt/x"), Some(("fuse.memfs", "rw,dirsync")));
         assert_eq!(topmost(info, b"/mnt"), None);
+    }
+
+    #[test]
+    fn atime_rules_follow_the_flags() {
+        use libc::{MS_NOATIME, MS_RDONLY, MS_RELATIME, MS_STRICTATIME};
+        assert_eq!((atime_rule(MS_RELATIME), strict_rule(MS_RELATIME)), ("0", "0"));
+        assert_eq!((atime_rule(MS_STRICTATIME), strict_rule(MS_STRICTATIME)), ("0", "1"));
+        assert_eq!((atime_rule(MS_NOATIME), strict_rule(MS_NOATIME)), ("1", "0"));
+        // Read-only: no updates at all, whatever the mode (noatime wins).
+        assert_eq!(atime_rule(MS_RDONLY | MS_STRICTATIME), "1");
+        assert_eq!(new_flags(MS_RELATIME, MS_STRICTATIME, MS_RELATIME | MS_NOATIME) & MS_STRICTATIME, MS_STRICTATIME);
     }
 
     #[test]

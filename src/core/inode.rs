@@ -110,9 +110,15 @@ impl Meta {
 
     /// relatime: update atime only if it is older than mtime/ctime or a day old.
     pub fn touch_accessed(&mut self, now: Timespec) {
-        if self.atime <= self.mtime || self.atime <= self.ctime || now.sec - self.atime.sec >= 86_400 {
+        if self.atime_due(now) {
             self.atime = now;
         }
+    }
+
+    /// Whether a read at `now` changes atime under relatime's rule: atime
+    /// not after mtime or ctime, or a day old.
+    pub fn atime_due(&self, now: Timespec) -> bool {
+        self.atime <= self.mtime || self.atime <= self.ctime || now.sec.saturating_sub(self.atime.sec) >= 86_400
     }
 }
 

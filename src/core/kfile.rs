@@ -92,8 +92,34 @@ impl Fs {
             m.mtime = t;
             m.ctime = t;
         }
-        if new.atime != old.atime && !self.noatime.load(Ordering::Relaxed) {
-            m.touch_accessed(new.atime.max(floor));
+        if new.atime != old.atime && !self.noatime.load(Ordering::Relaxed) && super::fileattr::atime_allowed(&m) {
+            // The private tmpfs applied the mount's rule already
+            // (strictatime or relatime): under strictatime take its time as
+            // is; under relatime apply the rule to memfs's own times too.
+            if self.strictatime() {
+                m.atime = new.atime.max(floor);
+            } else {
+                m.touch_accessed(new.atime.max(floor));
+            }
+        }
+    }
+
+    /// Before a passthrough open of `ino`: when memfs's rule says its next
+    /// read updates the access time (relatime, atime due), make the memory
+    /// file's own atime due as well. The kernel applies relatime to the
+    /// reads it serves against the memory file's own times, which memfs's
+    /// chmod, chown and utimes never touch; the change is memfs's own.
+    pub fn arm_kernel_atime(&self, ino: Ino) {
+        if self.atime_reads(ino) != super::AtimeReads::Next {
+            return;
+        }
+        let Ok(inode) = self.get(ino) else { return };
+        let Some(lock) = inode.file() else { return };
+        let data = lock.read();
+        let Some(f) = data.kernel() else { return };
+        self.sync_kernel(&inode, &data); // what others did first
+        if self.atime_reads(ino) == super::AtimeReads::Next && f.arm_atime().is_ok() {
+            self.absorb(&mut inode.meta(), &data);
         }
     }
 

@@ -180,6 +180,46 @@ impl KernelStore {
         self.reconfigure("huge", &huge.to_string())
     }
 
+    /// Put the private instance's mount under strictatime (`on`) or
+    /// relatime, so that the kernel applies the mount's rule to the reads
+    /// it serves itself (passthrough); memfd files are left as they are
+    /// (no passthrough for them: memfs reads them itself).
+    pub fn set_strictatime(&self, on: bool) -> io::Result<()> {
+        let Some(mnt) = &self.mount else { return Ok(()) };
+        /// `struct mount_attr` (include/uapi/linux/mount.h); the libc crate
+        /// has the system call's number but not the structure.
+        #[repr(C)]
+        struct MountAttr {
+            attr_set: u64,
+            attr_clr: u64,
+            propagation: u64,
+            userns_fd: u64,
+        }
+        const MOUNT_ATTR_ATIME_MASK: u64 = 0x70; // MOUNT_ATTR__ATIME
+        const MOUNT_ATTR_STRICTATIME: u64 = 0x20;
+        const MOUNT_ATTR_RELATIME: u64 = 0;
+        let attr = MountAttr {
+            attr_set: if on { MOUNT_ATTR_STRICTATIME } else { MOUNT_ATTR_RELATIME },
+            attr_clr: MOUNT_ATTR_ATIME_MASK,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        let empty = cstr("");
+        // SAFETY: mount_setattr on our own detached mount's fd with an empty
+        // path, a valid structure and its size.
+        unsafe {
+            cvt(libc::syscall(
+                libc::SYS_mount_setattr,
+                mnt.as_raw_fd(),
+                empty.as_ptr(),
+                libc::AT_EMPTY_PATH,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            ))
+            .map(drop)
+        }
+    }
+
     /// Change one option of the private instance (a remount of it).
     fn reconfigure(&self, key: &str, value: &str) -> io::Result<()> {
         let Some(mnt) = &self.mount else { return Ok(()) };
@@ -233,6 +273,16 @@ impl KernelStore {
         };
         // SAFETY: `fd` was just returned to us and is owned by nobody else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // memfs's own reads (the daemon path) leave the file's atime alone:
+        // it keeps that time itself, and takes in only what the kernel's
+        // passthrough reads (through files of their own, opened with the
+        // reader's flags) set. SAFETY: fcntl on our own fd.
+        unsafe {
+            let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            if fl >= 0 {
+                libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl | libc::O_NOATIME);
+            }
+        }
         let f = MemFile {
             fd,
             seen: Mutex::new(None),
@@ -425,6 +475,18 @@ impl MemFile {
         // SAFETY: unmapping the mapping made above.
         unsafe { libc::munmap(addr, len) };
         r
+    }
+
+    /// Make the file's next read update its access time under relatime:
+    /// atime and ctime now (futimens with UTIME_NOW), so that ctime is not
+    /// before atime.
+    pub fn arm_atime(&self) -> io::Result<()> {
+        let times = [
+            libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+            libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+        ];
+        // SAFETY: futimens on our own fd with a two-element array.
+        cvt(unsafe { libc::futimens(self.fd.as_raw_fd(), times.as_ptr()) } as libc::c_long).map(drop)
     }
 
     /// Take the file as it is now as memfs's own view (after memfs changed

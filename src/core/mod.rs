@@ -61,6 +61,18 @@ use dir::Dir;
 use inode::{Content, Inode, Meta, DIRENT_SIZE};
 use usage::Usage;
 
+/// Which reads of a file must reach memfs for its access time to be kept
+/// ([`Fs::atime_reads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtimeReads {
+    /// None: atime would not change (noatime, or relatime with atime fresh).
+    None,
+    /// The next one (relatime with atime due).
+    Next,
+    /// Every one (strictatime).
+    Every,
+}
+
 /// Settings fixed at mount time.
 #[derive(Clone, Debug)]
 pub struct FsConfig {
@@ -74,6 +86,9 @@ pub struct FsConfig {
     pub root_gid: u32,
     /// Never update atime (mount option `noatime`).
     pub noatime: bool,
+    /// Update atime on every read (mount option `strictatime`); else
+    /// relatime's rule. `noatime` wins.
+    pub strictatime: bool,
     /// How directories index names (`dirindex=`).
     pub dir_index: DirIndex,
     /// A name in the root directory no file may take (the control directory's).
@@ -102,6 +117,7 @@ impl FsConfig {
             root_uid: 0,
             root_gid: 0,
             noatime: false,
+            strictatime: false,
             dir_index: DirIndex::default(),
             reserved_name: None,
             pager: None,
@@ -134,6 +150,9 @@ pub struct Fs {
     /// Never update atime (mount option `noatime`; tunable `noatime`, so a
     /// remount can change it).
     noatime: AtomicBool,
+    /// Every read updates atime (mount option `strictatime`; tunable
+    /// `strictatime`); else relatime's rule. `noatime` wins.
+    strictatime: AtomicBool,
     dir_index: DirIndex,
     reserved_name: Option<Box<[u8]>>,
     /// Discard written bytes, keeping sizes (tunable `no_data`, for metadata benchmarks).
@@ -174,6 +193,7 @@ impl Fs {
             usage: usage.clone(),
             rename_lock: Mutex::new(()),
             noatime: AtomicBool::new(cfg.noatime),
+            strictatime: AtomicBool::new(cfg.strictatime),
             dir_index: cfg.dir_index,
             reserved_name: cfg.reserved_name.map(Vec::into_boxed_slice),
             no_data: AtomicBool::new(false),
@@ -188,6 +208,9 @@ impl Fs {
             migration: Mutex::default(),
             flags_enforceable: AtomicBool::new(false),
         };
+        if cfg.strictatime {
+            fs.set_strictatime(true);
+        }
         // The root takes one inode like any other (tmpfs counts it too);
         // with a limit of zero inodes allowed it is still created.
         usage.charge_inode();
@@ -348,11 +371,66 @@ impl Fs {
         self.noatime.load(Ordering::Relaxed)
     }
 
+    /// Turn strictatime on (every read updates atime) or off (relatime's
+    /// rule); the memory files' private tmpfs follows, so that passthrough
+    /// reads, which the kernel serves, keep the same rule. Should the
+    /// private tmpfs refuse (logged), passthrough reads keep its old rule;
+    /// everything memfs serves follows the new one.
+    pub fn set_strictatime(&self, on: bool) {
+        if let Some(store) = &self.kernel_store {
+            if let Err(e) = store.set_strictatime(on) {
+                log::warn!("strictatime={on}: the memory files' tmpfs refused it: {e}");
+            }
+        }
+        self.strictatime.store(on, Ordering::Relaxed);
+    }
+
+    pub fn strictatime(&self) -> bool {
+        self.strictatime.load(Ordering::Relaxed)
+    }
+
     /// A read of the inode whose metadata is `m` (data, a listing, a link
-    /// target): relatime rules, unless the mount or the inode says noatime.
+    /// target): strictatime or relatime rules, unless the mount or the
+    /// inode says noatime.
     fn read_accessed(&self, m: &mut Meta) {
         if !self.noatime() && fileattr::atime_allowed(m) {
-            m.touch_accessed(Timespec::now());
+            let now = Timespec::now();
+            if self.strictatime() {
+                m.atime = now;
+            } else {
+                m.touch_accessed(now);
+            }
+        }
+    }
+
+    /// An open of `ino` for reading whose reads the kernel may serve from
+    /// its page cache: it stands for the read that relatime's rule says is
+    /// due, which memfs would not see.
+    pub fn read_at_open(&self, ino: Ino) {
+        if let Ok(inode) = self.get(ino) {
+            self.read_accessed(&mut inode.meta());
+        }
+    }
+
+    /// What a read of `ino` must reach memfs for, so that its access time
+    /// follows the mount's rule: every read (strictatime), the next one
+    /// (relatime, with atime due: not after mtime or ctime, or a day old),
+    /// or none. The FUSE layer turns this into open flags: reads the kernel
+    /// serves from its page cache never reach memfs.
+    pub fn atime_reads(&self, ino: Ino) -> AtimeReads {
+        if self.noatime() {
+            return AtimeReads::None;
+        }
+        let Ok(inode) = self.get(ino) else { return AtimeReads::None };
+        let m = inode.meta();
+        if !fileattr::atime_allowed(&m) {
+            AtimeReads::None
+        } else if self.strictatime() {
+            AtimeReads::Every
+        } else if m.atime_due(Timespec::now()) {
+            AtimeReads::Next
+        } else {
+            AtimeReads::None
         }
     }
 

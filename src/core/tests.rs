@@ -484,3 +484,53 @@ fn an_inode_fits_its_budget() {
     assert!(std::mem::size_of::<inode::Inode>() <= 184, "{}", std::mem::size_of::<inode::Inode>());
     assert_eq!(std::mem::size_of::<Timespec>(), 12);
 }
+
+#[test]
+fn relatime_says_which_read_is_due_and_an_open_can_stand_for_it() {
+    let fs = fs();
+    let f = file(&fs, ROOT_INO, "f").ino;
+    fs.write(f, 0, b"data", &ME).unwrap();
+    // Written: atime is not after mtime, so the next read updates it.
+    assert_eq!(fs.atime_reads(f), AtimeReads::Next);
+    fs.read_at_open(f);
+    let read = fs.getattr(f).unwrap();
+    assert!(read.atime > read.mtime);
+    assert_eq!(fs.atime_reads(f), AtimeReads::None);
+    fs.read(f, 0, 4).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().atime, read.atime); // relatime: left alone
+                                                          // A chmod moves ctime past atime: due again.
+    let chmod = SetAttr { mode: Some(0o600), ..SetAttr::default() };
+    fs.setattr(f, &chmod, &ME).unwrap();
+    assert_eq!(fs.atime_reads(f), AtimeReads::Next);
+    // A day-old atime is due too.
+    let old = Timespec { sec: Timespec::now().sec - 86_400 - 5, nsec: 0 };
+    let times = SetAttr { atime: Some(SetTime::At(old)), ..SetAttr::default() };
+    fs.setattr(f, &times, &ME).unwrap();
+    fs.read(f, 0, 4).unwrap();
+    assert_eq!(fs.atime_reads(f), AtimeReads::None);
+    fs.setattr(f, &times, &ME).unwrap();
+    assert_eq!(fs.atime_reads(f), AtimeReads::Next);
+}
+
+#[test]
+fn strictatime_updates_atime_on_every_read_and_noatime_wins() {
+    let fs = fs();
+    fs.set_strictatime(true);
+    let f = file(&fs, ROOT_INO, "f").ino;
+    fs.write(f, 0, b"data", &ME).unwrap();
+    assert_eq!(fs.atime_reads(f), AtimeReads::Every);
+    fs.read(f, 0, 4).unwrap();
+    let first = fs.getattr(f).unwrap().atime;
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    fs.read(f, 0, 4).unwrap();
+    let second = fs.getattr(f).unwrap().atime;
+    assert!(second > first, "{second:?} {first:?}");
+    assert_eq!(fs.atime_reads(f), AtimeReads::Every);
+    fs.set_noatime(true);
+    assert_eq!(fs.atime_reads(f), AtimeReads::None);
+    fs.read(f, 0, 4).unwrap();
+    assert_eq!(fs.getattr(f).unwrap().atime, second);
+    fs.set_noatime(false);
+    fs.set_strictatime(false);
+    assert_eq!(fs.atime_reads(f), AtimeReads::None); // relatime: atime is after mtime and ctime
+}

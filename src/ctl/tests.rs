@@ -146,6 +146,7 @@ fn readdir_lists_and_resumes() {
         "ram",
         "no_data",
         "noatime",
+        "strictatime",
         "poll_us",
         "huge",
         "mpol",

@@ -90,6 +90,16 @@ pub const TUNABLES: &[Tunable] = &[
         },
     },
     Tunable {
+        name: "strictatime",
+        help: "1 = every read updates the access time (as the strictatime mount option), 0 = relatime \
+               rules; noatime wins; `mount -o remount,strictatime` sets it",
+        get: |t| u64::from(t.fs.strictatime()).to_string(),
+        set: |t, v| {
+            t.fs.set_strictatime(switch(v)?);
+            Ok(())
+        },
+    },
+    Tunable {
         name: "poll_us",
         help: "microseconds the FUSE worker keeps polling for the next request before it sleeps, \
                while a CPU is idle to spare (0-1000000; 0 = never poll)",

@@ -36,7 +36,7 @@ mod passthrough;
 pub mod poll;
 pub use counted::Counted;
 pub use parked::Parked;
-use passthrough::{Created, OpenReply, Passthrough, FH_CACHED};
+use passthrough::{cached_open_flags, Created, OpenReply, Passthrough, FH_CACHED};
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -78,6 +78,9 @@ pub struct MemFs {
     pt_plan: PassthroughPlan,
     /// Passthrough opens (passthrough.rs); enabled at INIT if the kernel agrees.
     passthrough: Arc<Passthrough>,
+    /// Mounted `strictatime`: OPEN and OPENDIR are answered so that reads
+    /// and listings can be made to reach memfs.
+    strict_opens: bool,
 }
 
 /// What a mount asks of passthrough (`passthrough=`), decided at mount.
@@ -104,7 +107,10 @@ impl MemFs {
             let _ = FILE_TTL.set(Duration::ZERO);
         }
         let passthrough = Arc::new(Passthrough::new(stats.clone()));
-        MemFs { fs, ctl, stats, invalidator, parked, pt_plan, passthrough }
+        // strictatime at mount: OPEN and OPENDIR are answered from the first
+        // one (an ENOSYS would stop them for the connection's life).
+        let strict_opens = fs.strictatime();
+        MemFs { fs, ctl, stats, invalidator, parked, pt_plan, passthrough, strict_opens }
     }
 
     /// Whether a failed `result` should wait for space being freed.
@@ -146,9 +152,11 @@ impl MemFs {
         self.ctl.as_ref().filter(|c| c.owns_name(parent.0, bytes(name))).inspect(|_| mark_control_request())
     }
 
-    /// The mount answers OPEN (and so CREATE): it has `cache=` or passthrough.
+    /// The mount answers OPEN (and so CREATE): it has `cache=` or
+    /// passthrough, or was mounted `strictatime` (whose reads must reach
+    /// memfs: `cached_open_flags`).
     fn answers_open(&self) -> bool {
-        self.fs.default_cache().is_some() || self.passthrough.enabled()
+        self.fs.default_cache().is_some() || self.passthrough.enabled() || self.strict_opens
     }
 
     /// ENOSYS for a request memfs does not implement (OPEN, OPENDIR, FLUSH,
@@ -203,11 +211,18 @@ fn reply_created(reply: ReplyCreate, result: Result<crate::core::Attr, FsError>,
 /// Answer an open of regular file `ino` (not a control file) on a mount
 /// that answers OPEN: by its page-cache policy (core/cache.rs), and with
 /// passthrough where the policy is `all` and the mount has it.
-fn answer_open(fs: &Fs, passthrough: &Passthrough, ino: INodeNo, flags: i32, reply: impl OpenReply) {
+fn answer_open(
+    fs: &Fs,
+    passthrough: &Passthrough,
+    ino: INodeNo,
+    flags: i32,
+    reply: impl OpenReply,
+    inval: Option<&Invalidator>,
+) {
     match fs.cache_policy(ino.0) {
-        Ok(None | Some(CachePolicy::All)) if passthrough.enabled() => passthrough.open(fs, ino, flags, reply),
+        Ok(None | Some(CachePolicy::All)) if passthrough.enabled() => passthrough.open(fs, ino, flags, reply, inval),
         Ok(None | Some(CachePolicy::All)) => {
-            reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH)
+            reply.opened(FileHandle(0), cached_open_flags(fs, ino.0, flags, true, inval))
         }
         Ok(Some(_)) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
         Err(e) => reply.error(errno(e)),
@@ -266,11 +281,10 @@ impl Filesystem for MemFs {
         ] {
             let _ = config.add_capabilities(flag);
         }
-        // cache=metadata|none opens files with direct I/O; shared mmap of
-        // them must keep working (the kernel refuses it without this).
-        if self.fs.default_cache().is_some() {
-            let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
-        }
+        // cache=metadata|none and strictatime (also after a remount to it)
+        // open files with direct I/O; shared mmap of them must keep working
+        // (the kernel refuses it without this; other opens are unaffected).
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         if self.pt_plan.wanted {
             // Backing files are on tmpfs (stack depth 0); depth 1 lets
             // overlayfs still stack over this mount.
@@ -503,14 +517,16 @@ impl Filesystem for MemFs {
     }
 
     /// ENOSYS (the kernel then stops sending OPEN and keeps every file's
-    /// page cache), unless the mount has `cache=` or passthrough: then each
-    /// open gets its file's policy (core/cache.rs) as flags, or passthrough.
+    /// page cache), unless the mount answers OPEN (`answers_open`): then
+    /// each open gets its file's policy (core/cache.rs) as flags, or
+    /// passthrough, with what its access time needs (`cached_open_flags`).
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if self.ctl(ino).is_some() {
             // ENOSYS here would stop OPEN for the whole mount: answer, uncached.
-            return match self.fs.default_cache() {
-                None if !self.passthrough.enabled() => reply.error(self.unsupported(ino)),
-                _ => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
+            return if self.answers_open() {
+                reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH)
+            } else {
+                reply.error(self.unsupported(ino))
             };
         }
         if !self.answers_open() {
@@ -519,10 +535,10 @@ impl Filesystem for MemFs {
         if self.fs.open_refused(ino.0, flags.0) {
             return reply.error(Errno::EPERM); // immutable, or append-only without O_APPEND
         }
-        answer_open(&self.fs, &self.passthrough, ino, flags.0, reply);
+        answer_open(&self.fs, &self.passthrough, ino, flags.0, reply, Some(&self.invalidator));
     }
 
-    /// CREATE, where the mount answers OPEN (`cache=`, passthrough): the new
+    /// CREATE, where the mount answers OPEN (`answers_open`): the new
     /// file and its open in one round trip, where MKNOD then OPEN took two.
     /// Elsewhere ENOSYS before anything is made: the kernel then creates
     /// with MKNOD and opens without a request, one round trip as well.
@@ -549,7 +565,7 @@ impl Filesystem for MemFs {
             Ok(attr) => {
                 let ino = INodeNo(attr.ino);
                 let created = Created { reply, ttl: ttl(attr.ino), attr: file_attr(&attr), generation: GENERATION };
-                answer_open(&fs, &pt, ino, flags, created);
+                answer_open(&fs, &pt, ino, flags, created, None);
             }
             Err(e) => reply.error(errno(e)),
         };
@@ -560,7 +576,7 @@ impl Filesystem for MemFs {
         send(reply, result);
     }
 
-    /// Only sent on a mount that answers OPEN (`cache=`, passthrough): the
+    /// Only sent on a mount that answers OPEN (`answers_open`): the
     /// passthrough table forgets the open.
     fn release(
         &self,
@@ -657,7 +673,15 @@ impl Filesystem for MemFs {
     }
 
     /// ENOSYS: the kernel then stops sending OPENDIR and caches listings.
+    /// On a mount made `strictatime` an open without FOPEN_CACHE_DIR
+    /// instead, so that every listing reaches memfs and updates the
+    /// directory's access time; the control directory's too (an ENOSYS
+    /// for one would stop OPENDIR for the connection's life).
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.strict_opens {
+            let _ = self.ctl(ino); // counted as a control request if it is one
+            return reply.opened(FileHandle(0), FopenFlags::empty());
+        }
         reply.error(self.unsupported(ino));
     }
 

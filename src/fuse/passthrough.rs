@@ -17,7 +17,11 @@
 //!
 //! While an inode has passthrough opens, every open of it is passthrough
 //! (the kernel refuses any other kind with EINVAL). Direct-I/O opens
-//! (`cache=metadata|none`) are neither kind.
+//! (`cache=metadata|none`) are neither kind; strictatime's direct-I/O
+//! opens (every open that is not passthrough, under strictatime) are
+//! counted as cached (safe: they only keep a later open from being
+//! passthrough until released).
+//! Cached opens also keep access times (`cached_open_flags`).
 //! Counting errs safe: the kernel drops an open before its RELEASE reaches
 //! us, so this table can only think an open still exists, never miss one.
 
@@ -27,7 +31,8 @@ use std::time::Duration;
 
 use fuser::{BackingId, Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyOpen};
 
-use crate::core::Fs;
+use super::invalidate::Invalidator;
+use crate::core::{AtimeReads, Fs};
 use crate::ctl::stats::Stats;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 
@@ -86,6 +91,38 @@ impl OpenReply for Created {
     }
 }
 
+/// The flags of a cached open of `ino` (open(2) flags `open_flags`) that
+/// keep its access time as the mount's rule says, though reads the kernel
+/// serves from its page cache never reach memfs. `keep`: the open keeps
+/// the kernel's page cache (FOPEN_KEEP_CACHE); otherwise the kernel drops
+/// it at this open and the first read comes here anyway.
+/// - strictatime: direct I/O, so that every read reaches memfs;
+/// - relatime with atime due (not after mtime or ctime, or a day old):
+///   when the cache is kept, this open counts as the read that is due
+///   (core `read_at_open`), and the kernel is told to fetch the
+///   attributes again (`inval`; None for a CREATE, whose new file is
+///   empty); the first read after a write would otherwise be a hit in the
+///   cache the write filled. Dropping the cache instead cost as much (a
+///   cold read through FUSE, docs/SEMANTICS.md). An O_TRUNC open leaves
+///   an empty file: it does not count as a read.
+///
+/// Write-only opens read nothing and change nothing.
+pub fn cached_open_flags(fs: &Fs, ino: u64, open_flags: i32, keep: bool, inval: Option<&Invalidator>) -> FopenFlags {
+    let reads = if open_flags & libc::O_ACCMODE == libc::O_WRONLY { AtimeReads::None } else { fs.atime_reads(ino) };
+    match reads {
+        AtimeReads::Every => FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH,
+        AtimeReads::Next if keep => {
+            if let (Some(inval), 0) = (inval, open_flags & libc::O_TRUNC) {
+                fs.read_at_open(ino);
+                inval.drop_attrs(ino);
+            }
+            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
+        }
+        _ if keep => FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
+        _ => FopenFlags::FOPEN_NOFLUSH,
+    }
+}
+
 /// The opens of one inode that constrain the next one.
 #[derive(Default)]
 struct Opens {
@@ -121,7 +158,7 @@ impl Passthrough {
 
     /// Answer an OPEN of regular file `ino` with page-cache policy `all`:
     /// passthrough when the rules above allow, a cached open otherwise.
-    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: impl OpenReply) {
+    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: impl OpenReply, inval: Option<&Invalidator>) {
         let mut opens = self.opens.lock();
         let e = opens.entry(ino.0).or_default();
         // O_NONBLOCK on a regular file means nothing to the kernel; memfs's
@@ -142,6 +179,7 @@ impl Passthrough {
         // kind (fs/fuse/iomode.c: EINVAL): every open shares its backing id.
         if let (true, Some(id)) = (e.passthrough > 0, &e.backing) {
             fs.pin_held(ino.0);
+            fs.arm_kernel_atime(ino.0);
             e.passthrough += 1;
             self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);
             self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
@@ -165,6 +203,7 @@ impl Passthrough {
                 e.backing = None;
             }
             if let Some(id) = &e.backing {
+                fs.arm_kernel_atime(ino.0);
                 e.passthrough += 1;
                 if e.passthrough == 1 {
                     self.stats.passthrough_files.fetch_add(1, Ordering::Relaxed);
@@ -176,13 +215,8 @@ impl Passthrough {
             fs.unpin_kernel_file(ino.0);
         }
         e.cached += 1;
-        let in_kernel_file = fs.in_kernel_file(ino.0);
-        let flags = if in_kernel_file {
-            FopenFlags::FOPEN_NOFLUSH
-        } else {
-            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
-        };
-        reply.opened(FH_CACHED, flags);
+        let keep = !fs.in_kernel_file(ino.0);
+        reply.opened(FH_CACHED, cached_open_flags(fs, ino.0, flags, keep, inval));
     }
 
     /// A cached open the kernel made without an OPEN request (O_TMPFILE).

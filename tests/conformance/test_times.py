@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from mounts import MEMFS_BIN  # tests/ is on sys.path (conftest)
+
 from .helpers import (assert_errno, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_EXCHANGE, STATX_BTIME,
                       append_file, fallocate, read_file, renameat2, statx, utimensat, write_file)
 
@@ -235,6 +237,125 @@ def test_atime_updated_on_access_relatime(fs_dir, what):
     time.sleep(SETTLE)
     access(target)  # relatime: atime is already newer than mtime/ctime
     assert os.lstat(target).st_atime_ns == first
+
+
+# Whole pages (and a file large enough to be a memory file on memfs): the
+# kernel keeps what was written in its page cache, so a read right after
+# the write would be served from there without memfs hearing of it.
+CACHED_SIZES = [100, 8192, 3 << 20]
+
+
+@pytest.mark.parametrize("size", CACHED_SIZES)
+def test_first_read_after_a_write_updates_atime_relatime(fs_dir, size):
+    path = os.path.join(fs_dir, "f")
+    write_file(path, b"w" * size)
+    time.sleep(SETTLE)
+    before = time.time_ns()
+    assert len(read_file(path)) == size
+    first = os.stat(path).st_atime_ns
+    assert first >= before - 10**7, (first, before)  # atime was not after mtime: updated
+    time.sleep(SETTLE)
+    read_file(path)  # relatime: now newer than mtime and ctime, left alone
+    assert os.stat(path).st_atime_ns == first
+    os.chmod(path, 0o600)  # a new ctime makes it due again
+    time.sleep(SETTLE)
+    before = time.time_ns()
+    read_file(path)
+    assert os.stat(path).st_atime_ns >= before - 10**7
+
+
+def _strict(options):
+    return f"{options},strictatime"
+
+
+@pytest.mark.parametrize("size", CACHED_SIZES)
+def test_strictatime_every_read_updates_atime(make_mount, size):
+    mnt = make_mount(_strict("size=64M"))
+    assert not os.statvfs(mnt).f_flag & (os.ST_RELATIME | os.ST_NOATIME)  # shown as strictatime
+    path = os.path.join(mnt, "f")
+    write_file(path, b"s" * size)
+    read_file(path)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        last = os.fstat(fd).st_atime_ns
+        for _ in range(3):  # the same open file, read again: the same data every time
+            time.sleep(SETTLE)
+            assert os.pread(fd, 4096, 0) == b"s" * min(size, 4096)
+            now = os.stat(path).st_atime_ns
+            assert now > last, (now, last)
+            last = now
+        time.sleep(SETTLE)
+        read_file(path)  # a new open
+        assert os.stat(path).st_atime_ns > last
+    finally:
+        os.close(fd)
+
+
+def test_strictatime_every_listing_updates_a_directory_atime(make_mount):
+    mnt = make_mount(_strict("size=16M"))
+    d = os.path.join(mnt, "d")
+    os.mkdir(d)
+    write_file(os.path.join(d, "x"), b"x")
+    os.listdir(d)
+    last = os.stat(d).st_atime_ns
+    for _ in range(3):
+        time.sleep(SETTLE)
+        assert os.listdir(d) == ["x"]
+        now = os.stat(d).st_atime_ns
+        assert now > last, (now, last)
+        last = now
+
+
+def _remount(kind, mnt, options):
+    # mount(8) for tmpfs; memfs's own remount for memfs (mount(8) would
+    # need the mount.memfs helper installed: test_remount.py).
+    args = ["mount", "-o", f"remount,{options}", mnt] if kind == "tmpfs" else \
+        [MEMFS_BIN, "-o", f"remount,{options}", mnt]
+    subprocess.run(args, check=True, timeout=30, capture_output=True)
+
+
+@pytest.mark.parametrize("size", [8192, 3 << 20])
+def test_remount_to_strictatime_and_back(make_mount, fs_kind, size):
+    mnt = make_mount("size=16M")
+    path = os.path.join(mnt, "f")
+    write_file(path, b"r" * size)
+    read_file(path)
+    _remount(fs_kind, mnt, "strictatime")
+    assert not os.statvfs(mnt).f_flag & os.ST_RELATIME
+    last = os.stat(path).st_atime_ns
+    for _ in range(2):
+        time.sleep(SETTLE)
+        read_file(path)
+        now = os.stat(path).st_atime_ns
+        assert now > last, (now, last)
+        last = now
+    # A shared writable mapping still works (small files are opened with
+    # direct I/O on memfs now) and shows what was written.
+    fd = os.open(path, os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 4096) as m:
+            m[:4] = b"mmap"
+            m.flush()
+    finally:
+        os.close(fd)
+    assert read_file(path)[:5] == b"mmapr"
+    _remount(fs_kind, mnt, "relatime")
+    assert os.statvfs(mnt).f_flag & os.ST_RELATIME
+    read_file(path)  # due after the store above
+    last = os.stat(path).st_atime_ns
+    time.sleep(SETTLE)
+    read_file(path)  # relatime again: atime is newer than mtime and ctime
+    assert os.stat(path).st_atime_ns == last
+
+
+def test_a_write_only_open_leaves_a_due_atime_alone(fs_dir):
+    path = os.path.join(fs_dir, "f")
+    write_file(path, b"w" * 8192)
+    utimensat(path, 10**18, "omit")  # long ago: due
+    fd = os.open(path, os.O_WRONLY)
+    os.close(fd)
+    append_file(path, b"more")
+    assert os.stat(path).st_atime_ns == 10**18
 
 
 def test_write_does_not_touch_atime(fs_dir):

@@ -86,7 +86,8 @@ def test_values_read_back_with_a_newline():
         assert sorted(os.listdir(ctl(mnt))) == ["README", "opts", "stats"]
         assert read(ctl(mnt, "opts", "noatime")) == "0\n"
         assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "huge", "migrate", "mpol", "no_data", "noatime",
-                                                        "nodemask", "nr_inodes", "poll_us", "ram", "size"]
+                                                        "nodemask", "nr_inodes", "poll_us", "ram", "size",
+                                                        "strictatime"]
         assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "migrate", "ops", "pager",
                                                           "pagestat", "passthrough", "prometheus", "transport", "uid",
                                                           "usage"]
@@ -531,3 +532,33 @@ def test_snapshots_do_not_accumulate():
             read(ctl(mnt, "stats", "usage"))
         held = keys(mnt, "io")["ctl_snapshots"]
         assert held < 100, held
+
+
+def test_strictatime_keeps_working_after_the_control_directory_is_used():
+    # A mount made strictatime answers OPEN and OPENDIR so that reads and
+    # listings reach memfs; one ENOSYS, even for a control file, would stop
+    # them for the connection's life. passthrough=off: no other reason to
+    # answer OPEN.
+    with mounted("memfs", "size=16M,strictatime,passthrough=off") as mnt:
+        assert read(ctl(mnt, "opts", "strictatime")) == "1\n"
+        assert "strictatime" in os.listdir(ctl(mnt, "opts"))
+        d = os.path.join(mnt, "d")
+        os.mkdir(d)
+        path = os.path.join(d, "f")
+        with open(path, "wb") as f:
+            f.write(b"x" * 8192)
+        last_file, last_dir = os.stat(path).st_atime_ns, os.stat(d).st_atime_ns
+        for _ in range(3):
+            time.sleep(0.02)
+            with open(path, "rb") as f:
+                assert f.read() == b"x" * 8192
+            assert os.listdir(d) == ["f"]
+            now_file, now_dir = os.stat(path).st_atime_ns, os.stat(d).st_atime_ns
+            assert now_file > last_file and now_dir > last_dir, (now_file, last_file, now_dir, last_dir)
+            last_file, last_dir = now_file, now_dir
+        # The tunable turns it off live: relatime from here.
+        assert set_opt(mnt, "strictatime", b"0") == 0
+        time.sleep(0.02)
+        with open(path, "rb") as f:
+            f.read()
+        assert os.stat(path).st_atime_ns == last_file

@@ -77,6 +77,9 @@ pub enum MountOption {
     Atime,
     /// Don't update inode access time
     NoAtime,
+    /// Update inode access time on every access (memfs patch: MS_STRICTATIME,
+    /// so that /proc/mounts shows the mode the file system applies)
+    StrictAtime,
     /// All modifications to directories will be done synchronously
     DirSync,
     /// All I/O will be done synchronously
@@ -103,6 +106,7 @@ impl MountOption {
             "noexec" => MountOption::NoExec,
             "atime" => MountOption::Atime,
             "noatime" => MountOption::NoAtime,
+            "strictatime" => MountOption::StrictAtime,
             "dirsync" => MountOption::DirSync,
             "sync" => MountOption::Sync,
             "async" => MountOption::Async,
@@ -157,7 +161,8 @@ fn conflicts_with(option: &MountOption) -> Vec<MountOption> {
         MountOption::Exec => vec![MountOption::NoExec],
         MountOption::NoExec => vec![MountOption::Exec],
         MountOption::Atime => vec![MountOption::NoAtime],
-        MountOption::NoAtime => vec![MountOption::Atime],
+        MountOption::NoAtime => vec![MountOption::Atime, MountOption::StrictAtime],
+        MountOption::StrictAtime => vec![MountOption::NoAtime],
         MountOption::Sync => vec![MountOption::Async],
         MountOption::Async => vec![MountOption::Sync],
     }
@@ -182,6 +187,7 @@ pub(crate) fn option_to_string(option: &MountOption) -> String {
         MountOption::NoExec => "noexec".to_string(),
         MountOption::Atime => "atime".to_string(),
         MountOption::NoAtime => "noatime".to_string(),
+        MountOption::StrictAtime => "strictatime".to_string(),
         MountOption::DirSync => "dirsync".to_string(),
         MountOption::Sync => "sync".to_string(),
         MountOption::Async => "async".to_string(),
@@ -205,6 +211,7 @@ pub(crate) fn option_group(option: &MountOption) -> MountOptionGroup {
         MountOption::NoExec => MountOptionGroup::KernelFlag,
         MountOption::Atime => MountOptionGroup::KernelFlag,
         MountOption::NoAtime => MountOptionGroup::KernelFlag,
+        MountOption::StrictAtime => MountOptionGroup::KernelFlag,
         MountOption::DirSync => MountOptionGroup::KernelFlag,
         MountOption::Sync => MountOptionGroup::KernelFlag,
         MountOption::Async => MountOptionGroup::KernelFlag,
@@ -226,6 +233,7 @@ pub(crate) fn option_to_flag(option: &MountOption) -> io::Result<nix::mount::MsF
         MountOption::NoExec => Ok(nix::mount::MsFlags::MS_NOEXEC),
         MountOption::Atime => Ok(nix::mount::MsFlags::empty()),
         MountOption::NoAtime => Ok(nix::mount::MsFlags::MS_NOATIME),
+        MountOption::StrictAtime => Ok(nix::mount::MsFlags::MS_STRICTATIME),
         MountOption::Async => Ok(nix::mount::MsFlags::empty()),
         MountOption::Sync => Ok(nix::mount::MsFlags::MS_SYNCHRONOUS),
         MountOption::DirSync => Ok(nix::mount::MsFlags::MS_DIRSYNC),
@@ -342,6 +350,7 @@ mod test {
             NoExec,
             Atime,
             NoAtime,
+            StrictAtime,
             DirSync,
             Sync,
             Async,
