@@ -279,6 +279,11 @@ impl Drop for Inode {
         self.usage.account_meta(-(bytes as i64));
         self.usage.account_uid(m.uid, -(m.pages as i64), -1);
         self.usage.uncharge_pages(m.pages);
+        if let Content::File(data) = &mut self.content {
+            if data.get_mut().kernel().is_some() {
+                self.usage.kernel_pages_changed(-(m.pages as i64));
+            }
+        }
         let xattr_space: u64 =
             m.extra.as_ref().map(|e| e.xattrs.iter().map(|(k, v)| xattr_cost(k.len(), v.len())).sum()).unwrap_or(0);
         self.usage.uncharge_ispace(xattr_space);

@@ -46,15 +46,16 @@ impl Fs {
     /// plus `data`'s paged-out pages, and the pager's count of memory-file
     /// pages by what changed since `old`.
     fn settle(&self, m: &mut Meta, data: &FileData, old: &KernelStat, new: &KernelStat) {
-        self.charge_to(m, new.pages + data.cold_count());
+        let delta = self.charge_to(m, new.pages + data.cold_count());
+        self.usage.kernel_pages_changed(delta);
         m.size = new.size;
         if let Some(p) = data.pager() {
             p.kernel_pages_changed(new.pages as i64 - old.pages as i64);
         }
     }
 
-    /// Charge or give back what brings `m.pages` to `total`.
-    fn charge_to(&self, m: &mut Meta, total: u64) {
+    /// Charge or give back what brings `m.pages` to `total`; the change.
+    fn charge_to(&self, m: &mut Meta, total: u64) -> i64 {
         let delta = total as i64 - m.pages as i64;
         if delta > 0 {
             self.usage.charge_existing(delta as u64);
@@ -63,6 +64,7 @@ impl Fs {
         }
         self.usage.account_uid(m.uid, delta, 0);
         m.pages = total;
+        delta
     }
 
     /// After memfs itself changed `data`'s memory file: take the result as known.
@@ -170,6 +172,7 @@ impl Fs {
         match store.create().and_then(|f| data.move_to_kernel(f, size)) {
             Ok(pages) => {
                 self.charge_to(&mut inode.meta(), pages);
+                self.usage.kernel_pages_changed(pages as i64); // all of them are a memory file's now
                 self.kernel_inos.lock().insert(inode.ino);
                 true
             }
@@ -234,7 +237,7 @@ impl Fs {
         } else {
             // Paged-out pages of memory files count as theirs: they come
             // back into the memory file when loaded.
-            let kernel = self.kernel_file_usage().1 + moving;
+            let kernel = self.usage.kernel_pages() + moving;
             let heap = u.used_pages.saturating_sub(kernel);
             let pages = u.max_pages.saturating_sub(heap).max(kernel);
             (pages.max(1), pages > 0)
@@ -253,9 +256,7 @@ impl Fs {
     /// (files, pages) held in kernel memory files (paged-out ones included),
     /// as last taken in.
     pub fn kernel_file_usage(&self) -> (u64, u64) {
-        let inos: Vec<Ino> = self.kernel_inos.lock().iter().copied().collect();
-        let pages = inos.iter().filter_map(|&i| self.get(i).ok()).map(|i| i.meta().pages).sum();
-        (inos.len() as u64, pages)
+        (self.kernel_file_inos().len() as u64, self.usage.kernel_pages())
     }
 
     /// Where kernel memory files are made ("tmpfs", "memfd"), if anywhere.
@@ -539,7 +540,7 @@ impl Fs {
 #[cfg(test)]
 mod tests {
     use super::super::memfile::KernelStore;
-    use super::super::{Caller, FsConfig, ROOT_INO};
+    use super::super::{Caller, FallocMode, FsConfig, SetAttr, ROOT_INO};
     use super::*;
     use std::os::fd::AsRawFd;
 
@@ -568,5 +569,35 @@ mod tests {
         let a = fs.getattr(ino).unwrap();
         assert!(a.mtime >= a.btime && a.ctime >= a.btime, "{a:?}");
         assert!(a.mtime >= born.ctime && a.ctime >= born.ctime, "{a:?} after {born:?}");
+    }
+
+    /// The running count of memory files' pages (which sets their own
+    /// limit) against the sum over them, through moves, growth, truncates,
+    /// punches and deletion.
+    #[test]
+    fn the_count_of_memory_file_pages_follows_every_change() {
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.kernel_files = Some((KernelStore::memfd(), 4 * PAGE_SIZE));
+        let fs = Fs::new(cfg);
+        let sum = |fs: &Fs| -> u64 { fs.kernel_file_inos().iter().map(|&i| fs.get(i).unwrap().meta().pages).sum() };
+        let page = PAGE_SIZE as usize;
+        let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        let b = fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        fs.write(a, 0, &vec![1; 2 * page], &ME).unwrap(); // heap
+        assert!(!fs.in_kernel_file(a));
+        assert_eq!((fs.usage.kernel_pages(), sum(&fs)), (0, 0));
+        fs.write(a, 2 * page as u64, &vec![2; 3 * page], &ME).unwrap(); // moves: 5 pages
+        fs.write(b, 0, &vec![3; 8 * page], &ME).unwrap();
+        assert!(fs.in_kernel_file(a) && fs.in_kernel_file(b));
+        assert_eq!((fs.usage.kernel_pages(), sum(&fs)), (13, 13));
+        let shrink = SetAttr { size: Some(page as u64 + 1), ..SetAttr::default() };
+        fs.setattr(b, &shrink, &ME).unwrap();
+        let punch = FallocMode { keep_size: true, punch_hole: true, ..FallocMode::default() };
+        fs.fallocate(a, 0, 2 * PAGE_SIZE, punch).unwrap();
+        assert_eq!((fs.usage.kernel_pages(), sum(&fs)), (5, 5));
+        fs.unlink(ROOT_INO, b"a").unwrap();
+        fs.forget(a, 1); // the kernel's reference from the create: now it goes
+        assert_eq!(fs.usage.kernel_pages(), sum(&fs));
+        assert_eq!(sum(&fs), 2);
     }
 }

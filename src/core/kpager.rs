@@ -343,6 +343,8 @@ mod tests {
         assert!(pager.ram_bytes() <= 8 * PAGE, "{}", pager.ram_bytes());
         let (res, _, disk) = fs.tiers(a).unwrap();
         assert_eq!((res + disk, fs.getattr(a).unwrap().blocks), (6, 6 * 8));
+        // Paged-out pages are still the memory files' (they come back there).
+        assert_eq!(fs.kernel_file_usage(), (2, 12));
         assert!(disk > 0, "a, used longest ago, went out first");
         assert_eq!(fs.read(a, 0, 6 * P as u32).unwrap(), vec![1u8; 6 * P]);
         assert_eq!(fs.read(b, 0, 6 * P as u32).unwrap(), vec![2u8; 6 * P]);

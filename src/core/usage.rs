@@ -67,6 +67,10 @@ pub struct Usage {
     /// Page limit; 0 = unlimited.
     max_pages: AtomicU64,
     used_pages: AtomicU64,
+    /// Of `used_pages`, those of files whose bytes are in kernel memory
+    /// files (their paged-out pages included): kept as they change, so
+    /// that the memory files' own limit is set without a pass over them.
+    kernel_pages: AtomicU64,
     /// Inode limit; 0 = unlimited.
     max_inodes: AtomicU64,
     /// Ceiling on `meta_bytes` (`meta=`/`metapct=`); 0 = none.
@@ -160,6 +164,7 @@ impl Usage {
         Usage {
             max_pages: AtomicU64::new(max_pages),
             used_pages: AtomicU64::new(0),
+            kernel_pages: AtomicU64::new(0),
             max_inodes: AtomicU64::new(max_inodes),
             max_meta: AtomicU64::new(0),
             used_ispace: AtomicU64::new(0),
@@ -276,6 +281,20 @@ impl Usage {
             self.used_pages.fetch_add(n, Ordering::AcqRel);
             self.note_reused(n.saturating_mul(PAGE_SIZE));
         }
+    }
+
+    /// Pages of files in kernel memory files changed by `delta`.
+    pub fn kernel_pages_changed(&self, delta: i64) {
+        if delta >= 0 {
+            self.kernel_pages.fetch_add(delta as u64, Ordering::AcqRel);
+        } else {
+            self.kernel_pages.fetch_sub(delta.unsigned_abs(), Ordering::AcqRel);
+        }
+    }
+
+    /// Pages of files in kernel memory files, paged-out ones included.
+    pub fn kernel_pages(&self) -> u64 {
+        self.kernel_pages.load(Ordering::Acquire)
     }
 
     pub fn uncharge_pages(&self, n: u64) {
