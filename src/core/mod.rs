@@ -403,15 +403,6 @@ impl Fs {
         }
     }
 
-    /// An open of `ino` for reading whose reads the kernel may serve from
-    /// its page cache: it stands for the read that relatime's rule says is
-    /// due, which memfs would not see.
-    pub fn read_at_open(&self, ino: Ino) {
-        if let Ok(inode) = self.get(ino) {
-            self.read_accessed(&mut inode.meta());
-        }
-    }
-
     /// What a read of `ino` must reach memfs for, so that its access time
     /// follows the mount's rule: every read (strictatime), the next one
     /// (relatime, with atime due: not after mtime or ctime, or a day old),

@@ -31,7 +31,6 @@ use std::time::Duration;
 
 use fuser::{BackingId, Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyOpen};
 
-use super::invalidate::Invalidator;
 use crate::core::{AtimeReads, Fs};
 use crate::ctl::stats::Stats;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
@@ -98,27 +97,19 @@ impl OpenReply for Created {
 /// it at this open and the first read comes here anyway.
 /// - strictatime: direct I/O, so that every read reaches memfs;
 /// - relatime with atime due (not after mtime or ctime, or a day old):
-///   when the cache is kept, this open counts as the read that is due
-///   (core `read_at_open`), and the kernel is told to fetch the
-///   attributes again (`inval`; None for a CREATE, whose new file is
-///   empty); the first read after a write would otherwise be a hit in the
-///   cache the write filled. Dropping the cache instead cost as much (a
-///   cold read through FUSE, docs/SEMANTICS.md). An O_TRUNC open leaves
-///   an empty file: it does not count as a read.
+///   without FOPEN_KEEP_CACHE, so that the kernel drops its copy at this
+///   open and the first read, if there is one, reaches memfs and updates
+///   atime (the first read after a write would otherwise be a hit in the
+///   cache the write filled); later opens keep the cache again. Counting
+///   the open itself as the read was tried and dropped: an open that never
+///   reads (go-fuse's posixtest FstatDeleted) must leave atime alone.
 ///
 /// Write-only opens read nothing and change nothing.
-pub fn cached_open_flags(fs: &Fs, ino: u64, open_flags: i32, keep: bool, inval: Option<&Invalidator>) -> FopenFlags {
+pub fn cached_open_flags(fs: &Fs, ino: u64, open_flags: i32, keep: bool) -> FopenFlags {
     let reads = if open_flags & libc::O_ACCMODE == libc::O_WRONLY { AtimeReads::None } else { fs.atime_reads(ino) };
     match reads {
         AtimeReads::Every => FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH,
-        AtimeReads::Next if keep => {
-            if let (Some(inval), 0) = (inval, open_flags & libc::O_TRUNC) {
-                fs.read_at_open(ino);
-                inval.drop_attrs(ino);
-            }
-            FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
-        }
-        _ if keep => FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
+        AtimeReads::None if keep => FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH,
         _ => FopenFlags::FOPEN_NOFLUSH,
     }
 }
@@ -158,7 +149,7 @@ impl Passthrough {
 
     /// Answer an OPEN of regular file `ino` with page-cache policy `all`:
     /// passthrough when the rules above allow, a cached open otherwise.
-    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: impl OpenReply, inval: Option<&Invalidator>) {
+    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: impl OpenReply) {
         let mut opens = self.opens.lock();
         let e = opens.entry(ino.0).or_default();
         // O_NONBLOCK on a regular file means nothing to the kernel; memfs's
@@ -216,7 +207,7 @@ impl Passthrough {
         }
         e.cached += 1;
         let keep = !fs.in_kernel_file(ino.0);
-        reply.opened(FH_CACHED, cached_open_flags(fs, ino.0, flags, keep, inval));
+        reply.opened(FH_CACHED, cached_open_flags(fs, ino.0, flags, keep));
     }
 
     /// A cached open the kernel made without an OPEN request (O_TMPFILE).

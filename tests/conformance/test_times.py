@@ -348,6 +348,24 @@ def test_remount_to_strictatime_and_back(make_mount, fs_kind, size):
     assert os.stat(path).st_atime_ns == last
 
 
+@pytest.mark.parametrize("size", CACHED_SIZES)
+def test_an_open_that_never_reads_leaves_a_due_atime_alone(fs_dir, size):
+    # go-fuse's posixtest FstatDeleted: write, stat, open O_RDONLY, unlink,
+    # fstat: the same stat (atime included), though atime was due.
+    path = os.path.join(fs_dir, "f")
+    write_file(path, b"o" * size)
+    before = os.stat(path)
+    time.sleep(SETTLE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.unlink(path)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    assert (after.st_atime_ns, after.st_mtime_ns, after.st_size) == \
+        (before.st_atime_ns, before.st_mtime_ns, before.st_size)
+
+
 def test_a_write_only_open_leaves_a_due_atime_alone(fs_dir):
     path = os.path.join(fs_dir, "f")
     write_file(path, b"w" * 8192)
