@@ -80,16 +80,20 @@ impl S3Fifo {
         }
     }
 
-    /// The next page to look at, taken off its queue.
-    /// Whether the next candidate will come from `main`.
+    /// Whether the next candidate will come from `main` (false when main
+    /// is empty: with no heap pages queued at all, as when every resident
+    /// page is a memory file's, there is no hot set here to protect, and
+    /// taking it for one wrote the whole compressed tier back to the
+    /// store ahead of every memory-file page-out).
     pub fn next_is_main(&self) -> bool {
-        !self.takes_small() || self.small.is_empty()
+        !self.main.is_empty() && (!self.takes_small() || self.small.is_empty())
     }
 
     fn takes_small(&self) -> bool {
         self.small.len() * 10 >= self.len().max(1) || self.main.is_empty()
     }
 
+    /// The next page to look at, taken off its queue.
     pub fn candidate(&mut self) -> Option<(PageId, Queue)> {
         if self.takes_small() {
             if let Some(id) = self.small.pop_front() {
@@ -246,5 +250,15 @@ mod tests {
         assert!(q.ghost.len() <= 64 && q.ghost_set.len() == q.ghost.len());
         q.insert(id(999));
         assert_eq!(q.main.len(), 1);
+    }
+
+    #[test]
+    fn with_no_page_in_main_the_next_is_not_from_main() {
+        let mut q = S3Fifo::default();
+        assert!(!q.next_is_main(), "nothing queued");
+        q.insert(id(1));
+        assert!(!q.next_is_main(), "only small");
+        q.report(id(1), Queue::Small, Verdict::Referenced);
+        assert!(q.next_is_main(), "main holds a page, small none");
     }
 }
