@@ -29,14 +29,22 @@ enum Op {
     ZeroRange(u8, u32, u16),
 }
 
+/// Offsets near the start of a file or a megabyte further: reads that
+/// jump between the two are random (more than 64 pages from the last one),
+/// and read their misses through (pager/admit.rs); the others are
+/// sequential and make them resident.
+fn at(near: u32) -> impl Strategy<Value = u32> {
+    (0..near, any::<bool>()).prop_map(|(o, far)| if far { o + 1_000_000 } else { o })
+}
+
 fn op() -> impl Strategy<Value = Op> {
     let f = 0u8..FILES as u8;
     prop_oneof![
-        4 => (f.clone(), 0u32..120_000, 1u16..20_000, 0u8..3, any::<u8>()).prop_map(|(f, o, l, k, s)| Op::Write(f, o, l, k, s)),
-        4 => (f.clone(), 0u32..130_000, 1u16..30_000).prop_map(|(f, o, l)| Op::Read(f, o, l)),
-        1 => (f.clone(), 0u32..130_000).prop_map(|(f, s)| Op::Truncate(f, s)),
-        1 => (f.clone(), 0u32..120_000, 1u16..20_000).prop_map(|(f, o, l)| Op::Punch(f, o, l)),
-        1 => (f, 0u32..120_000, 1u16..20_000).prop_map(|(f, o, l)| Op::ZeroRange(f, o, l)),
+        4 => (f.clone(), at(120_000), 1u16..20_000, 0u8..3, any::<u8>()).prop_map(|(f, o, l, k, s)| Op::Write(f, o, l, k, s)),
+        4 => (f.clone(), at(130_000), 1u16..30_000).prop_map(|(f, o, l)| Op::Read(f, o, l)),
+        1 => (f.clone(), at(130_000)).prop_map(|(f, s)| Op::Truncate(f, s)),
+        1 => (f.clone(), at(120_000), 1u16..20_000).prop_map(|(f, o, l)| Op::Punch(f, o, l)),
+        1 => (f, at(120_000), 1u16..20_000).prop_map(|(f, o, l)| Op::ZeroRange(f, o, l)),
     ]
 }
 

@@ -37,11 +37,15 @@ use super::arena::PageBuf;
 use super::memfile::MemFile;
 use super::pager::backing::DiskRef;
 use super::pager::policy::PageId;
-use super::pager::{Cold, PageError, Pager};
+use super::pager::{Cold, Fault, PageError, Pager};
 use super::types::{Ino, PAGE_SIZE};
 use crate::sync::{Arc, AtomicU64, AtomicU8, Ordering};
 
 const PAGE: usize = PAGE_SIZE as usize;
+
+/// How far (pages) from where the last read ended a read may start and
+/// still continue it: twice the kernel's default readahead request.
+const SEQ_WINDOW: u64 = 64;
 
 /// One page of a file.
 #[derive(Debug)]
@@ -421,12 +425,17 @@ impl FileData {
     }
 
     /// Note a read of `[off, off+len)`; whether it continued the last one
-    /// (a sequential reader, worth reading ahead for).
+    /// (a sequential reader, worth reading ahead for, and whose misses
+    /// make pages resident at once: pager/admit.rs). Continuing: starting
+    /// within [`SEQ_WINDOW`] pages of where the last read ended, either
+    /// way (the kernel's readahead requests reach several workers and may
+    /// be served out of order), or at the start of the file (as the
+    /// kernel's readahead takes a read at offset 0).
     pub fn note_read(&self, off: u64, len: usize) -> bool {
         let Some(h) = self.home() else { return false };
         let end = (off + len as u64).div_ceil(PAGE_SIZE);
         let prev = h.next_read.swap(end, Ordering::Relaxed);
-        prev == page_of(off) || (prev > 0 && prev - 1 == page_of(off))
+        off == 0 || (prev != u64::MAX && page_of(off).abs_diff(prev) <= SEQ_WINDOW)
     }
 
     /// Load page `idx` if it is paged out, under the caller's lock (the
@@ -469,6 +478,56 @@ impl FileData {
             h.pager.hit(hits);
         }
         Ok(out)
+    }
+
+    /// Read `len` bytes at `off` with its paged-out pages `cold` served
+    /// from their copies `loaded` (same order), which stay where they are
+    /// (pager/admit.rs: read through). A page of `cold` that is resident
+    /// now is read as it is; `Err(None)` when one is paged out again as
+    /// another page (read the usual way instead), `Err(Some(fault))` when
+    /// one that is still the page loaded could not be loaded.
+    pub fn read_through(
+        &self,
+        off: u64,
+        len: usize,
+        cold: &[(u64, Cold)],
+        loaded: &[Result<PageBuf, Fault>],
+    ) -> Result<Vec<u8>, Option<Fault>> {
+        let mut out = vec![0u8; len];
+        let mut failed = None;
+        let mut hits = 0;
+        self.visit(off, len, &mut |idx, page| match page {
+            Slot::Ram { bytes, refd } => {
+                touch(refd);
+                hits += 1;
+                copy_out(&mut out, off, idx, bytes);
+            }
+            Slot::Unwritten => {}
+            _ => {
+                let at = cold.binary_search_by_key(&idx, |(i, _)| *i).ok();
+                match at.map(|k| (&cold[k].1, &loaded[k])) {
+                    Some((c, Ok(bytes))) if page.is(c) => copy_out(&mut out, off, idx, bytes),
+                    Some((c, Err(fault))) if page.is(c) => failed = failed.or(Some(Some(*fault))),
+                    _ => failed = Some(None),
+                }
+            }
+        });
+        if let Some(f) = failed {
+            return Err(f);
+        }
+        if let Some(h) = self.home() {
+            h.pager.hit(hits);
+        }
+        Ok(out)
+    }
+
+    /// Whether every paged-out page of `[from, to)` (a memory file's) is
+    /// one of `cold` still, so that copies loaded from `cold` may stand in
+    /// for it (pages resident again, or freed, are read as they are now).
+    pub fn cold_unchanged(&self, from: u64, to: u64, cold: &[(u64, Cold)]) -> bool {
+        self.cold_between(from, to)
+            .iter()
+            .all(|(idx, c)| cold.binary_search_by_key(idx, |(i, _)| *i).is_ok_and(|k| c.same(&cold[k].1)))
     }
 
     /// Read, loading any paged-out page under the caller's write lock.
@@ -844,7 +903,7 @@ impl FileData {
 }
 
 /// Copy the bytes of page `idx` that fall in the read at `off` into `out`.
-fn copy_out(out: &mut [u8], off: u64, idx: u64, bytes: &[u8]) {
+pub(super) fn copy_out(out: &mut [u8], off: u64, idx: u64, bytes: &[u8]) {
     let end = off + out.len() as u64;
     let page_start = idx * PAGE_SIZE;
     let from = off.max(page_start);

@@ -21,7 +21,7 @@
 //! given back at once; near a full `size=` an overwrite of such a file may
 //! come back short where a heap file's would not.
 
-use super::data::FileData;
+use super::data::{copy_out, FileData};
 use super::inode::{Inode, Meta};
 use super::memfile::{KernelStat, MemFile};
 use super::rw::{data_lock, FallocMode, Whence};
@@ -269,6 +269,9 @@ impl Fs {
         let lock = data_lock(inode);
         let n = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size));
         self.sync_kernel(inode, &lock.read());
+        if let Some(bytes) = self.kread_through(inode, off, size)? {
+            return Ok(bytes);
+        }
         let len = n(&inode.meta());
         if len > 0 {
             self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE))?;
@@ -293,6 +296,51 @@ impl Fs {
         drop(data);
         self.settle_ceiling(); // page-ins may pass the ceiling by a request's pages
         bytes
+    }
+
+    /// A random reader's first miss on paged-out pages of a memory-file
+    /// file since they left RAM: served from their loaded copies, which
+    /// stay where they are (pager/admit.rs). `None` when this read is not
+    /// one (no paged-out page in it, a sequential reader, a second miss)
+    /// or its pages changed meanwhile: the caller pages them in.
+    fn kread_through(&self, inode: &Inode, off: u64, size: u32) -> FsResult<Option<Vec<u8>>> {
+        let Some(p) = self.pager.as_deref() else { return Ok(None) };
+        let lock = data_lock(inode);
+        let n = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size));
+        let range = |len: u64| (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
+        let data = lock.read();
+        let len = n(&inode.meta());
+        let sequential = data.note_read(off, len as usize);
+        let (from, to) = range(len);
+        let cold = data.cold_between(from, to);
+        if cold.is_empty() || sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i)) {
+            return Ok(None);
+        }
+        drop(data);
+        let pages = p.load_many(&cold.iter().map(|(_, c)| c).collect::<Vec<_>>());
+        let data = lock.read();
+        let mut m = inode.meta();
+        let len = n(&m);
+        let (from, to) = range(len);
+        let Some(f) = data.kernel().filter(|_| data.cold_unchanged(from, to, &cold)) else { return Ok(None) };
+        for ((idx, c), page) in cold.iter().zip(&pages) {
+            if let (Err(fault), true) = (page, data.still(*idx, c)) {
+                p.count_fault(*fault);
+                return Err(FsError::Io);
+            }
+        }
+        self.read_accessed(&mut m);
+        drop(m);
+        f.touch();
+        let mut bytes = f.read(off, len as usize).map_err(|_| FsError::Io)?;
+        for ((idx, c), page) in cold.iter().zip(&pages) {
+            // A page punched out of the memory file reads as zeros there.
+            if let (Ok(b), true) = (page, data.still(*idx, c)) {
+                copy_out(&mut bytes, off, *idx, b);
+            }
+        }
+        p.read_through(pages.len() as u64);
+        Ok(Some(bytes))
     }
 
     /// write(2) of a memory-file file: as [`Fs::write`], short or ENOSPC at

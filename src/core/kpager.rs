@@ -352,6 +352,35 @@ mod tests {
     }
 
     #[test]
+    fn a_random_readers_first_miss_on_a_memory_file_reads_through() {
+        let (fs, pager) = mount(64);
+        let a = file(&fs, "a", 300, 4);
+        fs.write(a, 200 * PAGE + 2, b"ab", &ME).unwrap();
+        fs.evict_file(a, 0, 1000).unwrap();
+        // Reads more than 64 pages apart are random: pages 100-101 of the
+        // first one are read through (they stay out).
+        let mut want = vec![4u8; 2 * P];
+        assert_eq!(fs.read(a, 100 * PAGE, 2 * P as u32).unwrap(), want);
+        assert_eq!((fs.tiers(a).unwrap().0, pager.stats().read_through), (0, 2));
+        want[2..4].copy_from_slice(b"ab");
+        assert_eq!(fs.read(a, 200 * PAGE, 2 * P as u32).unwrap(), want);
+        assert_eq!(fs.tiers(a).unwrap().0, 0);
+        // The second miss on page 201 brings it in.
+        fs.read(a, 30 * PAGE, 1).unwrap();
+        assert_eq!(fs.read(a, 201 * PAGE, 1).unwrap(), vec![4u8]);
+        assert_eq!(fs.tiers(a).unwrap().0, 1, "page 201 came in");
+        // A page punched while out reads as zeros; the rest as before.
+        let punch = super::super::FallocMode { punch_hole: true, keep_size: true, zero_range: false };
+        fs.fallocate(a, 150 * PAGE, PAGE, punch).unwrap();
+        fs.read(a, 260 * PAGE, 1).unwrap();
+        let through = pager.stats().read_through;
+        let got = fs.read(a, 150 * PAGE, 2 * P as u32).unwrap();
+        assert_eq!((&got[..P], &got[P..]), (&vec![0u8; P][..], &vec![4u8; P][..]));
+        assert_eq!(pager.stats().read_through, through + 1, "page 151 was read through");
+        assert_eq!(fs.read(a, 0, 300 * P as u32).unwrap().iter().filter(|&&b| b == 4).count(), 299 * P - 2);
+    }
+
+    #[test]
     fn every_operation_sees_paged_out_pages() {
         let (fs, _pager) = mount(64);
         let a = file(&fs, "a", 6, 7);

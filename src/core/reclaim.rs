@@ -441,25 +441,71 @@ mod tests {
     fn a_sequential_reader_gets_readahead_that_a_scan_does_not_make_hot() {
         let (fs, pager, _io) = mount_with_ram(100, 16);
         pager.set_readahead_pages(4);
-        let a = file(&fs, "a", 12, 1);
+        let a = file(&fs, "a", 20, 1);
         fs.evict_file(a, 0, 100).unwrap();
-        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 12));
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 20));
         let page = PAGE as u32;
-        fs.read(a, 0, page).unwrap(); // first read: no history, no readahead
-        assert_eq!(fs.tiers(a).unwrap().0, 1);
-        fs.read(a, PAGE, page).unwrap(); // sequential: page 1 plus 4 ahead
-        assert_eq!(fs.tiers(a).unwrap().0, 6);
+        fs.read(a, 10 * PAGE, page).unwrap(); // no history: random, read through
+        assert_eq!(fs.tiers(a).unwrap().0, 0);
+        fs.read(a, 11 * PAGE, page).unwrap(); // sequential: page 11 plus 4 ahead
+        assert_eq!(fs.tiers(a).unwrap().0, 5);
         let ins = pager.stats().page_ins;
-        assert_eq!(fs.read(a, 2 * PAGE, 4 * page).unwrap(), vec![1u8; 4 * PAGE as usize]);
-        assert_eq!(pager.stats().page_ins, ins, "pages 2-5 were read ahead");
+        assert_eq!(fs.read(a, 12 * PAGE, 4 * page).unwrap(), vec![1u8; 4 * PAGE as usize]);
+        assert_eq!(pager.stats().page_ins, ins, "pages 12-15 were read ahead");
         // Read once, as a scan does: not referenced, so reclaim may take them.
         let inode = fs.file(a).unwrap();
-        for idx in 2..6 {
+        for idx in 12..16 {
             assert!(matches!(content(&inode).read().evict_candidate(idx), EvictCandidate::Copy(_)), "page {idx}");
         }
         // Read again: now they are.
-        fs.read(a, 2 * PAGE, page).unwrap();
-        assert!(matches!(content(&inode).read().evict_candidate(2), EvictCandidate::Referenced));
+        fs.read(a, 12 * PAGE, page).unwrap();
+        assert!(matches!(content(&inode).read().evict_candidate(12), EvictCandidate::Referenced));
+        // A read at the start of a file starts a sequential pass (as the
+        // kernel's readahead takes it): made resident, with pages ahead.
+        fs.read(a, 0, page).unwrap();
+        assert_eq!(fs.tiers(a).unwrap().0, 5 + 5);
+    }
+
+    #[test]
+    fn a_random_readers_first_miss_reads_through_and_its_second_makes_resident() {
+        let (fs, pager, _io) = mount_with_ram(1000, 16);
+        let a = file(&fs, "a", 300, 3);
+        fs.write(a, 200 * PAGE + 1, b"xyz", &ME).unwrap();
+        fs.evict_file(a, 0, 1000).unwrap();
+        let mut want = vec![3u8; 2 * PAGE as usize];
+        want[1..4].copy_from_slice(b"xyz");
+        // Reads more than 64 pages apart are random. A first miss on pages
+        // 200-201: right bytes, the pages stay out.
+        assert_eq!(fs.read(a, 200 * PAGE, 2 * PAGE as u32).unwrap(), want);
+        assert_eq!(fs.tiers(a).unwrap().0, 0);
+        assert_eq!(pager.stats().read_through, 2);
+        fs.read(a, 100 * PAGE, 10).unwrap();
+        // The second miss on page 200 makes it resident, then on 201.
+        assert_eq!(fs.read(a, 200 * PAGE + 1, 3).unwrap(), b"xyz");
+        assert_eq!(fs.tiers(a).unwrap().0, 1);
+        fs.read(a, 30 * PAGE, 10).unwrap();
+        assert_eq!(fs.read(a, 201 * PAGE, PAGE as u32).unwrap(), vec![3u8; PAGE as usize]);
+        assert_eq!(fs.tiers(a).unwrap().0, 2, "pages 200 and 201 are resident now");
+        assert_eq!(pager.stats().read_through, 4, "pages 100 and 30 were read through too");
+        // A page changed while remembered is read as it is now.
+        fs.read(a, 120 * PAGE, 10).unwrap();
+        fs.write(a, 120 * PAGE, b"new", &ME).unwrap();
+        fs.evict_file(a, 0, 1000).unwrap();
+        fs.read(a, 250 * PAGE, 1).unwrap();
+        assert_eq!(&fs.read(a, 120 * PAGE, 4).unwrap()[..], b"new\x03");
+    }
+
+    #[test]
+    fn a_damaged_page_read_through_gives_eio() {
+        let (fs, pager, io) = mount(100);
+        let a = file(&fs, "a", 8, 1);
+        fs.evict_file(a, 0, 100).unwrap();
+        for byte in io.bytes.lock().iter_mut() {
+            *byte ^= 0x40;
+        }
+        assert_eq!(fs.read(a, 5 * PAGE, 10), Err(FsError::Io), "a random read: read through");
+        assert_eq!(pager.stats().read_through, 0);
+        assert!(pager.stats().checksum_errors > 0);
     }
 
     #[test]

@@ -53,9 +53,9 @@ impl Fs {
             return self.kread(&inode, off, size);
         }
         let len = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size)) as usize;
-        let data = lock.read();
+        let mut data = lock.read();
         let mut m = inode.meta();
-        let n = len(&m);
+        let mut n = len(&m);
         self.read_accessed(&mut m);
         drop(m);
         let sequential = data.note_read(off, n);
@@ -63,6 +63,31 @@ impl Fs {
             Ok(bytes) => return Ok(bytes),
             Err(cold) => cold,
         };
+        // A random reader's first miss on these pages since they left RAM:
+        // serve them from their loaded copies and leave them where they are
+        // (pager/admit.rs); a second miss makes them resident below.
+        let through = self.pager.as_deref().filter(|p| !sequential && !p.promotes(ino, cold.iter().map(|(i, _)| *i)));
+        if let Some(p) = through {
+            drop(data);
+            let pages = p.load_many(&cold.iter().map(|(_, c)| c).collect::<Vec<_>>());
+            data = lock.read();
+            n = len(&inode.meta());
+            match data.read_through(off, n, &cold, &pages) {
+                Ok(bytes) => {
+                    p.read_through(pages.len() as u64);
+                    return Ok(bytes);
+                }
+                Err(Some(fault)) => {
+                    p.count_fault(fault);
+                    return Err(FsError::Io);
+                }
+                Err(None) => {} // paged out again meanwhile: the usual way
+            }
+            cold = match data.read(off, n) {
+                Ok(bytes) => return Ok(bytes),
+                Err(cold) => cold,
+            };
+        }
         // A sequential reader missed: load the pages after this request too
         // (readahead=), in the same batch of I/O.
         let demand = cold.len();

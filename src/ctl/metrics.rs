@@ -414,6 +414,13 @@ pub const PAGER: &[Scalar] = &[
         get: |v| v.pager.page_ins,
     },
     Scalar {
+        key: "read_through_total",
+        metric: "memfs_pager_read_through_total",
+        kind: MetricType::Counter,
+        help: "Of the page-ins, pages served to a random reader without being made resident (the first read since they were paged out).",
+        get: |v| v.pager.read_through,
+    },
+    Scalar {
         key: "page_outs_total",
         metric: "memfs_pager_page_outs_total",
         kind: MetricType::Counter,

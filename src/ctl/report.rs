@@ -322,9 +322,10 @@ fn pager_lines(p: &BTreeMap<String, u64>) -> String {
     );
     let _ = writeln!(
         out,
-        "pager: hits {hits} ({hit_pct}), misses {misses}, page-ins {}, page-outs {}, evictions {}, \
-         checksum errors {}, I/O errors {}, backing full {}",
+        "pager: hits {hits} ({hit_pct}), misses {misses}, page-ins {} (read through {}), page-outs {}, \
+         evictions {}, checksum errors {}, I/O errors {}, backing full {}",
         get(p, "page_ins_total"),
+        get(p, "read_through_total"),
         get(p, "page_outs_total"),
         get(p, "evictions_total"),
         get(p, "checksum_errors_total"),
