@@ -4,7 +4,9 @@ Owns: the ratio-to-tmpfs charts (grouped bars per operation, one chart per
 workload and direction, one panel per compared file system, with the 1.0
 tmpfs line and the targets marked) and the Postmark chart (transactions/s
 against transaction count, one line per file system, like the MemFS paper's
-figures 2 and 3).
+figures 2 and 3), and the pager's throughput against working set / ceiling
+(one line per file system, like the MemFS paper's figure of where paging
+sets in).
 """
 import os
 
@@ -28,6 +30,8 @@ def write_all(results, outdir):
     for w in results["workloads"]:
         if w["name"] == "postmark":
             out.append(_postmark(w, names, outdir))
+        if w["name"] == "pager":
+            out.append(_pager(w, names, outdir))
         if any(m["unit"] == "KiB/file" for m in w["metrics"]):
             out.append(_memory(w, names, outdir))
         for better in ("higher", "lower"):
@@ -150,6 +154,47 @@ def _postmark(workload, names, outdir):
     _save(fig, "Postmark: transactions/s against transaction count (median, min-max bars)",
           os.path.join(outdir, name))
     return name, "Postmark transactions per second"
+
+
+def _pager(workload, names, outdir):
+    """Case 1 of the pager workload: MiB/s of zipf reads against W / C, a
+    panel per read size; None when the run has no such case."""
+    cases = {c["id"]: c["params"] for c in workload["cases"] if c["params"].get("kind") == "ws"}
+    if not cases:
+        return None
+    sizes = ("4k", "64k")
+    fig, axes = plt.subplots(1, len(sizes), figsize=(6 * len(sizes), 4.3), squeeze=False)
+    for ax, bs in zip(axes[0], sizes):
+        for i, fs in enumerate(names):
+            pts = []
+            for cid, p in cases.items():
+                entry = workload["summary"].get(f"{cid}:{bs}_mibs", {}).get("by_fs", {}).get(fs, {})
+                if entry.get("median") is not None:
+                    pts.append((p["ratio"], entry["median"], min(entry["values"]), max(entry["values"])))
+            if not pts:
+                continue
+            pts.sort()
+            x, y, lo, hi = zip(*pts)
+            label = "tmpfs in a cgroup of C, zram swap" if fs == REFERENCE else f"{fs} ram=C"
+            ax.errorbar(x, y, yerr=[[a - b for a, b in zip(y, lo)], [b - a for a, b in zip(y, hi)]],
+                        marker="o", capsize=3, color=COLORS[i % len(COLORS)], label=label)
+        ceiling = next(iter(cases.values()))["ceiling"] >> 20
+        ax.set_title(f"zipf random reads of {bs.replace('k', ' KiB')}, C = {ceiling} MiB", fontsize=10)
+        ax.set_xscale("log", base=2)
+        ticks = sorted(p["ratio"] for p in cases.values())
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+        ax.axvline(1, color="grey", linestyle="--", linewidth=0.8)
+        ax.set_xlabel("working set / RAM ceiling")
+        ax.set_ylabel("MiB/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    name = "pager-ws.png"
+    title = "Pager: read throughput against working set / ceiling (median, min-max bars)"
+    _save(fig, title, os.path.join(outdir, name))
+    return name, title
 
 
 # Stacked parts of "all-in" (each file system has two of them).

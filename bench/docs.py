@@ -1,10 +1,14 @@
 """docs/benchmarks.md and the results-keeping policy.
 
 Owns: rewriting docs/benchmarks.md from the latest full run (its date,
-command, targets and charts) and bench/results/.gitignore so that only the
-run the document references is kept; every other results directory is
-scratch. Only a full run of every workload on a real memfs updates them.
+command, targets and charts), the sections of workloads run alone since
+(`run.py --only W --docs`, full mode: each with its own run's date, command
+and charts, kept until the next full run), and bench/results/.gitignore so
+that only the runs the document references are kept (bench/results/docs.json
+lists them); every other results directory is scratch. Only runs on a real
+memfs update them.
 """
+import json
 import os
 
 import report
@@ -23,8 +27,9 @@ bulk data with fio, a software-development workload, and mount/unmount time.
 
 ## How to run
 
-    make bench          # full suite, 3 repetitions, 60-75 minutes; updates this page
+    make bench          # full suite, 3 repetitions, over two hours; updates this page
     make bench-quick    # smoke run, about a minute; what CI runs
+    python3 bench/run.py --only pager --docs   # one workload, full mode: replaces its section below
 
 Both build memfs (`cargo build --release`) and run `python3 bench/run.py`
 (root is needed: it mounts tmpfs and memfs and drops the page cache). Options:
@@ -61,20 +66,85 @@ one vCPU.
 """
 
 
-def update(results, run_dir, images):
-    """Rewrite docs/benchmarks.md from this run and keep only its directory."""
-    rel = os.path.relpath(run_dir, os.path.dirname(DOC))
-    body = report.render(results, images, image_prefix=rel + "/")
-    body = "\n".join("#" + line if line.startswith("#") else line for line in body.splitlines())
-    body = body.replace("## memfs benchmark report:", "## Latest full results:", 1)
+INDEX = os.path.join(RESULTS, "docs.json")
+LATER = "## Workloads run alone since the full run"
+LATER_INTRO = """Each section below comes from a full-mode run of that workload alone
+(`python3 bench/run.py --only WORKLOAD --docs`), newer than the full run
+above, whose section for the same workload (if it has one) it supersedes.
+The next full run replaces them all."""
+
+
+def _demote(text):
+    return "\n".join("#" + line if line.startswith("#") else line for line in text.splitlines())
+
+
+def update(results, run_dir, images, partial=False):
+    """Rewrite docs/benchmarks.md from this run. A full run of every workload
+    replaces the page; a run of some workloads alone (partial) replaces only
+    their sections under LATER. Keeps the referenced run directories."""
+    index = _read_index()
+    name = os.path.basename(run_dir)
+    if partial:
+        if not index.get("full") or not os.path.exists(DOC):
+            raise SystemExit("docs/benchmarks.md takes a workload run alone only after a full run")
+        for w in results["workloads"]:
+            index["workloads"][w["name"]] = {"run": name, "images": [list(i) for i in images]}
+        with open(DOC) as f:
+            base = f.read().split("\n" + LATER + "\n", 1)[0].rstrip("\n") + "\n"
+    else:
+        index = {"full": name, "workloads": {}}
+        rel = os.path.relpath(run_dir, os.path.dirname(DOC))
+        body = _demote(report.render(results, images, image_prefix=rel + "/"))
+        body = body.replace("## memfs benchmark report:", "## Latest full results:", 1)
+        base = (INTRO + "\n" + f"Raw data and report: `{os.path.relpath(run_dir, REPO)}/`.\n\n"
+                + body + "\n")
     os.makedirs(os.path.dirname(DOC), exist_ok=True)
     with open(DOC, "w") as f:
-        f.write(INTRO + "\n" + f"Raw data and report: `{os.path.relpath(run_dir, REPO)}/`.\n\n"
-                + body + "\n")
+        f.write(base + _later(index))
+    with open(INDEX, "w") as f:
+        json.dump(index, f, indent=1, sort_keys=True)
+        f.write("\n")
+    runs = sorted({index["full"], *(e["run"] for e in index["workloads"].values())})
     with open(os.path.join(RESULTS, ".gitignore"), "w") as f:
-        f.write("# Policy: keep only the run that docs/benchmarks.md references; everything\n"
-                "# else here is scratch. bench/docs.py rewrites this file after each full run.\n"
-                f"/*\n!/.gitignore\n!/{os.path.basename(run_dir)}/\n")
+        f.write("# Policy: keep only the runs that docs/benchmarks.md references (docs.json);\n"
+                "# everything else here is scratch. bench/docs.py rewrites this file.\n"
+                "/*\n!/.gitignore\n!/docs.json\n" + "".join(f"!/{r}/\n" for r in runs))
+
+
+def _read_index():
+    try:
+        with open(INDEX) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        # Before docs.json existed: the full run is the one .gitignore keeps.
+        try:
+            with open(os.path.join(RESULTS, ".gitignore")) as f:
+                kept = [ln[2:].strip("/\n") for ln in f if ln.startswith("!/") and ln.strip() != "!/.gitignore"]
+        except FileNotFoundError:
+            kept = []
+        return {"full": kept[0] if kept else None, "workloads": {}}
+
+
+def _later(index):
+    """The sections of workloads run alone since the full run (Markdown)."""
+    if not index["workloads"]:
+        return ""
+    out = ["", LATER, "", LATER_INTRO]
+    for wname, entry in sorted(index["workloads"].items()):
+        run_dir = os.path.join(RESULTS, entry["run"])
+        with open(os.path.join(run_dir, "results.json")) as f:
+            data = json.load(f)
+        w = next(w for w in data["workloads"] if w["name"] == wname)
+        rel = os.path.relpath(run_dir, os.path.dirname(DOC))
+        head = report.header(data)[2:]  # its title line (and the blank after it) is this section's
+        out += ["", f"### {w['title']}: {data['meta']['date']}", "", *head,
+                f"- **Raw data and report:** `{os.path.relpath(run_dir, REPO)}/`", ""]
+        out += [f"![{title}]({rel}/{img})" for img, title in entry["images"]]
+        out += ["", w["description"].strip()]
+        out += ["#" + ln if ln.startswith("#") else ln for ln in report.workload_tables(w, report.fs_names(data))]
+        fails = [ln for ln in report.failures(data)]
+        out += ["", "Failures: " + ("; ".join(fails) if fails else "none, every run succeeded.")]
+    return "\n".join(out) + "\n"
 
 
 def placeholder():
@@ -99,4 +169,4 @@ if __name__ == "__main__":
             data = json.load(f)
         if data["meta"]["mode"] != "full" or data["meta"]["memfs"].get("stand_in"):
             sys.exit("docs/benchmarks.md only takes a full run on a real memfs")
-        update(data, run_dir, report.write(data, run_dir))
+        update(data, run_dir, report.write(data, run_dir), partial="--only" in data["meta"]["command"])

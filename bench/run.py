@@ -54,6 +54,9 @@ def parse_args(argv):
     ap.add_argument("--out", help="results directory (default bench/results/<timestamp>)")
     ap.add_argument("--no-docs", action="store_true",
                     help="do not update docs/benchmarks.md after a full run")
+    ap.add_argument("--docs", action="store_true",
+                    help="with --only WORKLOAD(s), whole workloads in full mode: replace their "
+                    "sections of docs/benchmarks.md with this run's")
     ap.add_argument("--memfs-kind", choices=["memfs", "tmpfs"], default="memfs",
                     help=argparse.SUPPRESS)  # dev switch: a tmpfs stands in for memfs
     args = ap.parse_args(argv)
@@ -66,6 +69,8 @@ def parse_args(argv):
     for d in args.also:
         if not os.path.isdir(d):
             ap.error(f"--also {d}: not a directory")
+    if args.docs and (not args.only or ":" in args.only or args.quick or args.no_docs or args.reps < 3):
+        ap.error("--docs takes whole workloads (--only W,...) in full mode with 3 or more repetitions")
     return args
 
 
@@ -130,9 +135,9 @@ def main(argv):
     save(results, outdir, started)
     images = report.write(results, outdir)
     log(f"report: {os.path.join(outdir, 'report.md')}")
-    if (not args.quick and not args.only and not args.no_docs and not interrupted
+    if (not args.quick and (not args.only or args.docs) and not args.no_docs and not interrupted
             and args.memfs_kind == "memfs"):
-        docs.update(results, outdir, images)
+        docs.update(results, outdir, images, partial=bool(args.only))
         log(f"updated {docs.DOC}")
     if interrupted or any_failed(results["workloads"]):
         log("some runs FAILED (see the report's Failures section)")
