@@ -134,6 +134,16 @@ def _remount(fs):
             pass  # recorded when the next run on fs tries to mount it
 
 
+def note(module, text):
+    """Add a **Note:** paragraph to a workload module's DESCRIPTION, once per
+    text: what a run could not set up or measure. The runner reads DESCRIPTION
+    after the workload's runs, so a note reaches the report and results.json."""
+    notes = module.__dict__.setdefault("_notes", [])
+    if text not in notes:
+        notes.append(text)
+        module.DESCRIPTION = module.DESCRIPTION.rstrip() + f"\n\n**Note:** {text}\n"
+
+
 def summarize(metrics, runs, fs_names, reference="tmpfs"):
     """Per metric: per file system the median of its runs, and the ratio.
 

@@ -37,12 +37,13 @@ import glob
 import json
 import os
 import subprocess
+import sys
 
 import native
 from filesystems import FileSystem
 from proc import BenchError, kill_group
 from proc import run as run_cmd
-from runner import Case, Metric
+from runner import Case, Metric, note
 
 NAME = "numa"
 TITLE = "NUMA page placement (RedHawk RAM-disk scenarios)"
@@ -70,16 +71,10 @@ HOG_MIB = 256
 FULL = {"s1": 600, "s2": 500}   # iterations: about 1.5 min on 1 node, 2 CPUs, 3 reps
 QUICK = {"s1": 50, "s2": 50}    # under 10 s
 
-# Notes for the report, added to DESCRIPTION (the runner reads it after the
-# workload's runs), as pager.py and passthrough.py do.
-_notes = []
-
 
 def _note(text):
-    global DESCRIPTION
-    if text not in _notes:
-        _notes.append(text)
-        DESCRIPTION = DESCRIPTION.rstrip() + f"\n\n**Note:** {text}\n"
+    """A note for the report (runner.note)."""
+    note(sys.modules[__name__], text)
 
 
 # -- the machine -------------------------------------------------------------------

@@ -33,7 +33,7 @@ import time
 from filesystems import FileSystem, daemon_rss, mounts
 from proc import BenchError, kill_group
 from proc import run as run_cmd
-from runner import Case, Metric
+from runner import Case, Metric, note
 from sysinfo import meminfo
 from workloads.postmark import _run_stamped, _stamp_after  # the suite's Postmark timing
 
@@ -103,17 +103,9 @@ OOM_RETRIES = 3
 WHERE_FIELDS = {"pages": r": (\d+) pages", "resident": r"resident (\d+)",
                 "compressed": r"compressed (\d+)", "backing": r"backing store (\d+)"}
 
-# Notes on what this run could not set up or measure. The runner reads
-# DESCRIPTION after the workload's runs, so notes added by run() reach the
-# report (and results.json) under the workload's description.
-_notes = []
-
-
 def _note(text):
-    global DESCRIPTION
-    if text not in _notes:
-        _notes.append(text)
-        DESCRIPTION = DESCRIPTION.rstrip() + f"\n\n**Note:** {text}\n"
+    """A note on what this run could not set up or measure (runner.note)."""
+    note(sys.modules[__name__], text)
 
 
 class AnchorUnavailable(Exception):

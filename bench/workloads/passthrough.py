@@ -19,18 +19,18 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import time
 
 from filesystems import FileSystem, daemon_rss
 from proc import BenchError
 from proc import drop_caches as _drop_all
 from proc import run as run_cmd
-from runner import Case, Metric
+from runner import Case, Metric, note
 from sysinfo import meminfo
 from workloads.fio_bulk import fio_job
 from workloads.postmark import FILES as POSTMARK_FILES
-from workloads.postmark import _run_stamped, _stamp_after
-from workloads.postmark import config as postmark_config
+from workloads.postmark import timed as postmark_timed
 
 NAME = "passthrough"
 TITLE = "FUSE passthrough: memfs passthrough=on and off against tmpfs"
@@ -113,17 +113,13 @@ SETTLE_SAMPLES = 13
 SETTLE_STEP = 0.25
 SETTLE_TIMEOUT = 60.0
 
-# Notes on what disturbed this run, added to DESCRIPTION (the runner reads it
-# after the workload's runs), as pager.py does.
-_notes = []
 _own_drops = 0  # drop_caches done by this workload
 
 
 def _note(text):
-    global DESCRIPTION
-    if text not in _notes:
-        _notes.append(text)
-        DESCRIPTION = DESCRIPTION.rstrip() + f"\n\n**Note:** {text}\n"
+    """A note on what disturbed this run (runner.note)."""
+    note(sys.modules[__name__], text)
+
 
 # Full: the whole workload, 3 repetitions, in about 7 minutes on 2 vCPUs (quick: 45 s).
 FULL = {"bulk": GiB, "rand_seconds": 10, "odirect_iterations": 200, "openread": 200_000,
@@ -446,17 +442,9 @@ def _roundtrip(ctx, fs):
 
 
 def _postmark(ctx, fs):
-    p = ctx.case.params
-    cfg_path = os.path.join(ctx.cfg.scratch, f"passthrough-postmark-{os.getpid()}.cfg")
-    with open(cfg_path, "w") as f:
-        f.write(postmark_config(fs.path, 100, p["transactions"]))
-    stamps, output = _run_stamped(["stdbuf", "-o0", "postmark", cfg_path], ctx.cfg.scratch,
-                                  ctx.timeout(3600, 300))
-    start = _stamp_after(stamps, output, "Performing transactions")
-    end = _stamp_after(stamps, output, "Done\nDeleting files", after=start)
-    if end[0] <= start[0]:
-        raise BenchError(f"could not time the transaction phase: {output[-300:]!r}")
-    return {"tps": p["transactions"] / (end[0] - start[0]), "total_seconds": stamps[-1][0]}
+    r = postmark_timed(fs.path, 100, ctx.case.params["transactions"], ctx.cfg.scratch,
+                       ctx.timeout(3600, 300))
+    return {"tps": r["tps"], "total_seconds": r["total_seconds"]}
 
 
 # -- measuring ------------------------------------------------------------------------

@@ -71,21 +71,27 @@ def config(location, subdirs, transactions):
 
 def run(ctx):
     p = ctx.case.params
-    cfg_path = os.path.join(ctx.cfg.scratch, f"postmark-{os.getpid()}.cfg")
+    figures = timed(ctx.dir, p["subdirs"], p["transactions"], ctx.cfg.scratch, ctx.timeout(3600, 300))
+    return {f"{ctx.case.id}:{name}": value for name, value in figures.items()}
+
+
+def timed(location, subdirs, transactions, scratch, timeout):
+    """Run Postmark in `location` (its config file in `scratch`) and time the
+    transaction phase from its output's arrival: {tps, transaction_seconds,
+    postmark_reported_seconds, total_seconds}. Also used by the passthrough
+    and transport workloads."""
+    cfg_path = os.path.join(scratch, f"postmark-{os.getpid()}.cfg")
     with open(cfg_path, "w") as f:
-        f.write(config(ctx.dir, p["subdirs"], p["transactions"]))
-    stamps, output = _run_stamped(["stdbuf", "-o0", "postmark", cfg_path], ctx.cfg.scratch,
-                                  ctx.timeout(3600, 300))
+        f.write(config(location, subdirs, transactions))
+    stamps, output = _run_stamped(["stdbuf", "-o0", "postmark", cfg_path], scratch, timeout)
     start = _stamp_after(stamps, output, "Performing transactions")
     end = _stamp_after(stamps, output, "Done\nDeleting files", after=start)
     secs = end[0] - start[0]
     reported = re.search(r"(\d+) seconds of transactions", output)
     if secs <= 0 or not reported:
         raise BenchError(f"could not time the transaction phase: {output[-300:]!r}")
-    return {f"{ctx.case.id}:tps": p["transactions"] / secs,
-            f"{ctx.case.id}:transaction_seconds": secs,
-            f"{ctx.case.id}:postmark_reported_seconds": int(reported.group(1)),
-            f"{ctx.case.id}:total_seconds": stamps[-1][0]}
+    return {"tps": transactions / secs, "transaction_seconds": secs,
+            "postmark_reported_seconds": int(reported.group(1)), "total_seconds": stamps[-1][0]}
 
 
 def _run_stamped(cmd, cwd, timeout):
