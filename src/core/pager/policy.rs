@@ -258,7 +258,8 @@ mod tests {
         assert!(!q.next_is_main(), "nothing queued");
         q.insert(id(1));
         assert!(!q.next_is_main(), "only small");
-        q.report(id(1), Queue::Small, Verdict::Referenced);
+        let (c, from) = q.candidate().unwrap();
+        q.report(c, from, Verdict::Referenced);
         assert!(q.next_is_main(), "main holds a page, small none");
     }
 }
