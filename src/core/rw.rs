@@ -71,6 +71,11 @@ impl Fs {
             drop(data);
             let pages = p.load_many(&cold.iter().map(|(_, c)| c).collect::<Vec<_>>());
             data = lock.read();
+            if data.kernel().is_some() {
+                // Moved into a memory file meanwhile (every page of it came in).
+                drop(data);
+                return self.kread(&inode, off, size);
+            }
             n = len(&inode.meta());
             match data.read_through(off, n, &cold, &pages) {
                 Ok(bytes) => {
