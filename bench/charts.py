@@ -37,7 +37,7 @@ def write_all(results, outdir):
         for better in ("higher", "lower"):
             metrics = [m for m in w["metrics"] if m["better"] == better and m["chart"] and m["ratio"]]
             if metrics and compared:
-                suffix = "" if better == "higher" else "-" + metrics[0]["unit"].replace("/", "-per-")
+                suffix = "" if better == "higher" else "-" + metrics[0]["unit"].replace("/", "-per-").replace("µ", "u")
                 name = f"ratio-{w['name']}{suffix}.png"
                 title = f"{w['title']}: ratio to tmpfs (higher is better)"
                 if better == "lower":
