@@ -54,11 +54,12 @@ def run(ctx):
     tmp = os.path.join(ctx.dir, "tmp")
     run_cmd(["mkdir", "-p", tmp], 60)
     env = dict(os.environ, TMPDIR=tmp, LC_ALL="C")
-    task = {"cc": _cc, "sort": _sort, "cargo": _cargo}[ctx.case.id]
+    task = {"cc": cc, "sort": sort, "cargo": cargo}[ctx.case.id]
     return {f"{ctx.case.id}:seconds": task(ctx, env)}
 
 
-def _cc(ctx, env):
+def cc(ctx, env):
+    """Seconds of `make` of the generated C project in ctx.dir (also the passthrough workload's)."""
     src = _c_project(ctx.cfg.scratch, ctx.case.params["cc_files"])
     dest = os.path.join(ctx.dir, "proj")
     run_cmd(["cp", "-r", src, dest], ctx.timeout(300, 60))
@@ -69,7 +70,8 @@ def _cc(ctx, env):
     return secs
 
 
-def _sort(ctx, env):
+def sort(ctx, env):
+    """Seconds of GNU sort spilling to TMPDIR in ctx.dir (also the passthrough workload's)."""
     src = _sort_input(ctx.cfg.scratch, ctx.case.params["sort_mib"])
     data = os.path.join(ctx.dir, "input")
     out = os.path.join(ctx.dir, "sorted")
@@ -80,7 +82,8 @@ def _sort(ctx, env):
     return secs
 
 
-def _cargo(ctx, env):
+def cargo(ctx, env):
+    """Seconds of a release build of this crate into ctx.dir (also the passthrough workload's)."""
     manifest = os.path.join(_source_snapshot(ctx.cfg.scratch), "Cargo.toml")
     cmd = ["cargo", "build", "--release", "--offline", "--quiet", "--manifest-path", manifest,
            "--target-dir", os.path.join(ctx.dir, "target")]

@@ -3,7 +3,8 @@ each against kernel tmpfs in the same run, on what passthrough changes: bulk
 data (1 MiB blocks), 4 KiB random reads (fio, buffered and O_DIRECT), the
 RedHawk O_DIRECT lseek+write / lseek+read loop, the memory held per byte
 stored, and the price of answering every OPEN (open+read+close of a small
-cached file, creates, Postmark).
+cached file, creates, Postmark) and what it does to real work (the devwork
+workload's builds and sort with each setting).
 
 Owns: the cases and their sizes, mounting its own instances (memfs twice, with
 passthrough=on and =off, and tmpfs, each fresh for every case and always
@@ -16,6 +17,7 @@ between repetitions), so each table has a row per setting and the tmpfs
 column repeats the one tmpfs run beside them.
 """
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -28,6 +30,7 @@ from proc import drop_caches as _drop_all
 from proc import run as run_cmd
 from runner import Case, Metric, note
 from sysinfo import meminfo
+from workloads import devwork
 from workloads.fio_bulk import fio_job
 from workloads.postmark import FILES as POSTMARK_FILES
 from workloads.postmark import timed as postmark_timed
@@ -92,6 +95,12 @@ FUSE requests per operation from `.memfs/stats/ops` (tmpfs has none).
 Case 6 (full mode only): Postmark in the MemFS paper's settings (10,000 files
 of 10,000-15,000 bytes, 100 subdirectories), the transaction phase timed as
 in the Postmark workload.
+
+Case 7: the devwork workload's tasks with each setting (its C build, its
+sort spilling to temporary files, and in full mode its cargo build), each in
+a fresh directory of the mount with TMPDIR there too: what passthrough
+(and, with it, new files passing through from their creating open,
+`passthrough_create=on`) does to real work.
 """
 
 MANAGES_MOUNTS = True
@@ -123,9 +132,13 @@ def _note(text):
 
 # Full: the whole workload, 3 repetitions, in about 7 minutes on 2 vCPUs (quick: 45 s).
 FULL = {"bulk": GiB, "rand_seconds": 10, "odirect_iterations": 200, "openread": 200_000,
-        "creates": 100_000, "postmark_transactions": 50_000}
+        "creates": 100_000, "postmark_transactions": 50_000, "build": devwork.FULL}
 QUICK = {"bulk": 256 * MiB, "rand_seconds": 3, "odirect_iterations": 20, "openread": 20_000,
-         "creates": 10_000, "postmark_transactions": None}
+         "creates": 10_000, "postmark_transactions": None, "build": devwork.QUICK}
+# The build tasks, as the devwork workload runs them.
+BUILD_TASKS = (("cc", "C build, {cc_files} files, make -j<cores>"),
+               ("sort", "sort -S 32M of {sort_mib} MiB (temporary files in the mount)"),
+               ("cargo", "cargo build --release of memfs"))
 
 
 # -- cases and metrics ------------------------------------------------------------
@@ -154,6 +167,7 @@ def cases(cfg):
         out.append(Case(id="postmark", label="Postmark, MemFS paper settings",
                         params={"kind": "postmark",
                                 "transactions": p["postmark_transactions"]}))
+    out.append(Case(id="build", label="builds and sort", params={"kind": "build", **p["build"]}))
     return out
 
 
@@ -233,6 +247,10 @@ def metrics(case):
                     ("openread_requests", "open + read + close", ""),
                     ("create_requests", "create", "")],
                         "requests", "lower", ratio=False))
+    if kind == "build":
+        return _rows(case, "Case 7: builds and sort, as the devwork workload runs them (seconds)",
+                     [(task, label.format(**p), task) for task, label in _build_tasks(p)],
+                     "s", "lower", chart=True)
     table = (f"Case 6: Postmark, {POSTMARK_FILES:,} files of 10,000-15,000 bytes in 100 "
              "subdirectories (transactions/s)")
     return _rows(case, table, [("tps", f"{p['transactions']:,} transactions", "Postmark")],
@@ -245,7 +263,7 @@ def run(ctx):
     if not ctx.fs.managed:
         return {}  # an existing directory has no passthrough setting: not applicable
     task = {"bulk": _bulk, "rand": _rand, "odirect": _odirect, "memory": _memory,
-            "roundtrip": _roundtrip, "postmark": _postmark}[ctx.case.params["kind"]]
+            "roundtrip": _roundtrip, "postmark": _postmark, "build": _build}[ctx.case.params["kind"]]
     k = ctx.case.id
     with _foreign_drops(ctx) as values:
         values.update(_run_settings(ctx, task, k))
@@ -445,6 +463,24 @@ def _postmark(ctx, fs):
     r = postmark_timed(fs.path, 100, ctx.case.params["transactions"], ctx.cfg.scratch,
                        ctx.timeout(3600, 300))
     return {"tps": r["tps"], "total_seconds": r["total_seconds"]}
+
+
+def _build_tasks(p):
+    return [(task, label) for task, label in BUILD_TASKS if task != "cargo" or p["cargo"]]
+
+
+def _build(ctx, fs):
+    """The devwork workload's tasks in a fresh directory of `fs`: seconds each."""
+    p = ctx.case.params
+    out = {}
+    for task, _ in _build_tasks(p):
+        work = os.path.join(fs.path, f"build-{task}")
+        os.makedirs(os.path.join(work, "tmp"))
+        sub = dataclasses.replace(ctx, dir=work, case=Case(id=task, label=task, params=p))
+        env = dict(os.environ, TMPDIR=os.path.join(work, "tmp"), LC_ALL="C")
+        out[task] = {"cc": devwork.cc, "sort": devwork.sort, "cargo": devwork.cargo}[task](sub, env)
+        run_cmd(["rm", "-rf", work], ctx.timeout(600, 120))
+    return out
 
 
 # -- measuring ------------------------------------------------------------------------
