@@ -242,6 +242,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         mpol: opts.mpol.clone(),
         numa,
     }));
+    fs.set_kernel_new_files(opts.passthrough_create);
     // Every arena chunk is placed as it is mapped (the arenas are the process's).
     crate::core::arena::set_placer(fs.chunk_placer());
     let stats = Arc::new(Stats::default());

@@ -72,6 +72,9 @@ pub struct MountOptions {
     pub passthrough: PassthroughMode,
     /// `passthrough_min=`: size from which a file's bytes live in a kernel memory file.
     pub passthrough_min: u64,
+    /// `passthrough_create=`: files made by a creating open start in a
+    /// kernel memory file (and move back at close if small).
+    pub passthrough_create: bool,
     /// `huge=`: transparent huge pages for the page arenas and memory files.
     pub huge: Huge,
     /// `uring=`: serve requests over FUSE-over-io_uring queues (docs/TRANSPORT.md).
@@ -441,6 +444,21 @@ pub const OPTIONS: &[OptionSpec] = &[
         },
     },
     OptionSpec {
+        name: "passthrough_create",
+        takes_value: true,
+        help: "on or off: where passthrough works, a file's creating open (O_CREAT) makes it in a kernel \
+               memory file and passes through, so that its first writes run at kernel speed too; one that \
+               ends below passthrough_min moves back into memfs's heap when last closed (default on)",
+        apply: |o, v| {
+            o.passthrough_create = match v {
+                "on" => true,
+                "off" => false,
+                _ => return Err("must be on or off".into()),
+            };
+            Ok(())
+        },
+    },
+    OptionSpec {
         name: "huge",
         takes_value: true,
         help: "never, always, within_size or advise (tmpfs's names): transparent huge pages for the memory \
@@ -652,6 +670,7 @@ impl MountOptions {
             readahead: None,
             passthrough: PassthroughMode::default(),
             passthrough_min: DEFAULT_PASSTHROUGH_MIN,
+            passthrough_create: true,
             huge: Huge::Never,
             uring: UringMode::Auto,
             mpol: Policy::Default,

@@ -70,7 +70,7 @@ const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
 const FUSE_SHOWN: &[&str] = &["user_id", "group_id", "default_permissions", "allow_other", "max_read", "blksize"];
 
 /// Limits and tunables a remount changes live: option name = control file name.
-const LIVE: &[&str] = &["size", "nr_inodes", "poll_us", "ram", "mpol", "huge"];
+const LIVE: &[&str] = &["size", "nr_inodes", "poll_us", "ram", "mpol", "huge", "passthrough_create"];
 
 /// The daemon's own atime rule (control file `noatime`) after a remount to
 /// `flags`: memfs, not the kernel, updates atime on the reads it serves, so

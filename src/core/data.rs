@@ -286,6 +286,51 @@ impl FileData {
         Ok(pages)
     }
 
+    /// Move the bytes of a memory-file file (`size` bytes long, nothing
+    /// paged out) back into heap pages and drop the memory file: the
+    /// inverse of [`FileData::move_to_kernel`]. Each data page keeps only
+    /// the bytes up to its last non-zero one, as a write would have left
+    /// it. Returns the pages now allocated (the file's new charge) and the
+    /// memory file, or `None` with nothing changed when the bytes cannot move: the memory
+    /// file has allocated pages that are not data (fallocate) or pages
+    /// past `size`, or the pager's RAM ceiling has no room for them.
+    pub fn move_from_kernel(&mut self, size: u64) -> std::io::Result<Option<(u64, MemFile)>> {
+        let Some(f) = self.mem() else { return Ok(None) };
+        if self.page_count() != 0 {
+            return Ok(None); // paged-out pages: they would have to load first
+        }
+        let runs = f.data_runs(size)?;
+        let data_pages: u64 = runs.iter().map(|&(a, b)| b.div_ceil(PAGE_SIZE) - a / PAGE_SIZE).sum();
+        let seen = f.pages_seen();
+        if f.stat()?.pages != data_pages {
+            return Ok(None);
+        }
+        let mut loaded = Vec::with_capacity(runs.len());
+        for (start, end) in runs {
+            let from = start / PAGE_SIZE * PAGE_SIZE;
+            loaded.push((from, f.read(from, (end - from) as usize)?));
+        }
+        for (from, bytes) in loaded {
+            for (i, page) in bytes.chunks(PAGE).enumerate() {
+                let at = from + (i * PAGE) as u64;
+                let used = page.iter().rposition(|&b| b != 0).map_or(1, |last| last + 1);
+                let w = self.write(at, &page[..used], &mut || true);
+                if w.ram_full || w.error || w.bytes < used {
+                    self.remove_from(0);
+                    return Ok(None);
+                }
+            }
+        }
+        if let Some(p) = self.pager() {
+            p.kernel_pages_changed(-(seen as i64));
+        }
+        let Some(f) = self.ext.as_deref_mut().and_then(|e| e.mem.take()) else { return Ok(None) };
+        if self.ext.as_deref().is_some_and(|e| e.home.is_none()) {
+            self.ext = None; // a small file without a pager: one pointer again
+        }
+        Ok(Some((self.page_count(), f)))
+    }
+
     /// Number of allocated pages (written or unwritten).
     pub fn page_count(&self) -> u64 {
         match &self.pages {

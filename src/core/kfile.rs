@@ -183,6 +183,114 @@ impl Fs {
         }
     }
 
+    /// `passthrough_create=`: whether files made by a creating open start
+    /// in a kernel memory file (see [`Fs::pin_new_kernel_file`]).
+    pub fn set_kernel_new_files(&self, on: bool) {
+        self.kernel_new_files.store(on, Ordering::Relaxed);
+    }
+
+    /// `passthrough_create=` as set.
+    pub fn kernel_new_files(&self) -> bool {
+        self.kernel_new_files.load(Ordering::Relaxed)
+    }
+
+    /// Whether new files start in a memory file now: `passthrough_create=`,
+    /// memory files are made at all (not after the kernel refused
+    /// passthrough at INIT), and no RAM ceiling: the pager holds `ram=`
+    /// write by write on the daemon path, while a passthrough writer's
+    /// pages reach it only at the close (a new file written whole through
+    /// its creating open would pass the ceiling by its size); and not
+    /// under `huge=always`, where each new file would take a 2 MiB page.
+    pub(super) fn makes_new_kernel_files(&self) -> bool {
+        self.kernel_new_files.load(Ordering::Relaxed)
+            && self.passthrough_min.load(Ordering::Relaxed) != u64::MAX
+            && self.pager.is_none()
+            && !self.kernel_store.as_ref().is_some_and(|s| s.huge_always())
+    }
+
+    /// Whether the mount has room enough for a new file to start in a
+    /// memory file: an eighth of `size=` free, and twice `passthrough_min=`.
+    /// Near full, a new file takes the daemon path, whose writes wait for
+    /// the space of files just deleted (the kernel frees it with a FORGET
+    /// that can come after the next create: src/fuse/parked.rs), where the
+    /// kernel would refuse a passthrough write at once: over io_uring a
+    /// deleted file's RELEASE often came after the next CREATE, so its
+    /// pages could not even be lent yet (`lent_pages`).
+    pub(super) fn room_for_new_kernel_file(&self) -> bool {
+        let u = self.usage.snapshot();
+        if u.max_pages == 0 {
+            return true;
+        }
+        let min_pages = self.passthrough_min.load(Ordering::Relaxed).div_ceil(PAGE_SIZE);
+        u.max_pages.saturating_sub(u.used_pages) >= (u.max_pages / 8).max(min_pages.saturating_mul(2))
+    }
+
+    /// The last open of `ino` was closed. A file that its creating open
+    /// made in a memory file and that ended below `passthrough_min=` moves
+    /// back into the heap, packed as small files are (a page-sized kernel
+    /// file per small file would cost more than its bytes); only if it was
+    /// never opened through the kernel's page cache (`MemFile::is_fresh`:
+    /// no cached copy of the old bytes can outlive the move), none of its
+    /// pages is paged out, and no passthrough open pins it. It stays a
+    /// memory file otherwise, as large files do.
+    pub fn file_closed(&self, ino: Ino) {
+        let Ok(inode) = self.file(ino) else { return };
+        let lock = data_lock(&inode);
+        let mut data = lock.write();
+        let Some(f) = data.kernel() else { return };
+        if !f.is_fresh() || f.pinned() || data.cold_count() != 0 || inode.meta().nlink == 0 {
+            return; // (a deleted file goes with its FORGET: nothing to pack)
+        }
+        self.sync_kernel(&inode, &data); // what the passthrough writers did
+        let size = inode.meta().size;
+        if size >= self.passthrough_min.load(Ordering::Relaxed) {
+            return;
+        }
+        match data.move_from_kernel(size) {
+            Ok(Some((pages, f))) => {
+                let mut m = inode.meta();
+                self.usage.kernel_pages_changed(-(m.pages as i64));
+                self.charge_to(&mut m, pages);
+                drop(m);
+                drop(data);
+                if let Some(store) = &self.kernel_store {
+                    store.recycle(f);
+                }
+                self.kernel_inos.lock().remove(&ino);
+                self.settle_ceiling(); // the heap pages count toward ram= now
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("inode {ino}: stays in its memory file: {e}"),
+        }
+    }
+
+    /// A cached open (through the kernel's page cache) of `ino` is being
+    /// made; whether its bytes are in a memory file (then the kernel's
+    /// cache of it must be dropped at this open). Such a file is no longer
+    /// fresh: it stays a memory file from now on.
+    pub fn cached_open_of_kernel_file(&self, ino: Ino) -> bool {
+        let Ok(inode) = self.file(ino) else { return false };
+        let data = data_lock(&inode).read();
+        match data.kernel() {
+            Some(f) => {
+                f.set_fresh(false);
+                f.cached_open(true);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A cached open of `ino` ended (the pair of
+    /// [`Fs::cached_open_of_kernel_file`]).
+    pub fn cached_close_of_kernel_file(&self, ino: Ino) {
+        let Ok(inode) = self.file(ino) else { return };
+        let data = data_lock(&inode).read();
+        if let Some(f) = data.kernel() {
+            f.cached_open(false);
+        }
+    }
+
     /// Call `f` with the kernel memory file of regular file `ino`, moving
     /// the file there first if it qualifies; `None` if it does not.
     pub fn with_kernel_file<R>(&self, ino: Ino, f: impl FnOnce(&MemFile) -> R) -> Option<R> {
@@ -239,13 +347,39 @@ impl Fs {
             // back into the memory file when loaded.
             let kernel = self.usage.kernel_pages() + moving;
             let heap = u.used_pages.saturating_sub(kernel);
-            let pages = u.max_pages.saturating_sub(heap).max(kernel);
+            let pages = (u.max_pages.saturating_sub(heap) + self.lent_pages()).max(kernel);
             (pages.max(1), pages > 0)
         };
         if let Err(e) = store.set_size(pages * PAGE_SIZE) {
             log::warn!("passthrough: cannot set the memory files' limit to {pages} pages: {e}");
         }
         exact
+    }
+
+    /// Pages of deleted memory files that nothing holds open and that go
+    /// when the kernel forgets them (its FORGET comes after the unlink,
+    /// some microseconds to milliseconds later): lent to passthrough
+    /// writers meanwhile. The daemon path parks a write that needs such
+    /// space until the FORGET (src/fuse/parked.rs); a passthrough writer
+    /// gets ENOSPC from the kernel at once instead, so without the loan a
+    /// write just after `rm` of a large file on a full mount failed where
+    /// tmpfs's succeeds. Until the FORGET, `df` may show up to these pages
+    /// more than `size=`. A file whose data lock is busy counts as held.
+    fn lent_pages(&self) -> u64 {
+        let orphans: Vec<Ino> = self.kernel_orphans.lock().iter().copied().collect();
+        let mut pages = 0;
+        for ino in orphans {
+            let Ok(inode) = self.get(ino) else { continue };
+            let Some(lock) = inode.file() else { continue };
+            let Some(data) = lock.try_read() else { continue };
+            if data.kernel().is_some_and(|f| !f.is_open()) {
+                let m = inode.meta();
+                if m.nlink == 0 {
+                    pages += m.pages;
+                }
+            }
+        }
+        pages
     }
 
     /// Whether regular file `ino`'s bytes are in a kernel memory file.
@@ -647,5 +781,87 @@ mod tests {
         fs.forget(a, 1); // the kernel's reference from the create: now it goes
         assert_eq!(fs.usage.kernel_pages(), sum(&fs));
         assert_eq!(sum(&fs), 2);
+    }
+
+    /// A mount whose new files start in memfd memory files (the creating
+    /// open's passthrough, `passthrough_create=on`), files of 4 pages or
+    /// more staying there.
+    fn creating_mount() -> Fs {
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.kernel_files = Some((KernelStore::memfd(), 4 * PAGE_SIZE));
+        let fs = Fs::new(cfg);
+        fs.set_kernel_new_files(true);
+        fs
+    }
+
+    /// What a passthrough writer does: write to the memory file itself.
+    fn write_behind(fs: &Fs, ino: Ino, off: u64, bytes: &[u8]) {
+        let inode = fs.get(ino).unwrap();
+        let data = inode.file().unwrap().read();
+        assert_eq!(data.kernel().unwrap().write(off, bytes).0, bytes.len());
+    }
+
+    #[test]
+    fn a_new_file_starts_in_a_memory_file_and_moves_back_at_close_when_small() {
+        let fs = creating_mount();
+        let ino = fs.mknod(ROOT_INO, b"f", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(fs.pin_new_kernel_file(ino));
+        assert!(fs.in_kernel_file(ino));
+        // Data in pages 0 and 2 (page 2 all zeros: still data), a hole at 1.
+        write_behind(&fs, ino, 0, b"hello");
+        write_behind(&fs, ino, 2 * PAGE_SIZE, &[0; PAGE_SIZE as usize]);
+        fs.file_closed(ino); // still pinned: a passthrough open holds it
+        assert!(fs.in_kernel_file(ino));
+        fs.unpin_kernel_file(ino);
+        fs.file_closed(ino);
+        assert!(!fs.in_kernel_file(ino), "a small new file moves back into the heap");
+        let a = fs.getattr(ino).unwrap();
+        assert_eq!((a.size, a.blocks), (3 * PAGE_SIZE, 2 * PAGE_SIZE / 512));
+        let mut want = vec![0u8; 3 * PAGE_SIZE as usize];
+        want[..5].copy_from_slice(b"hello");
+        assert_eq!(fs.read(ino, 0, 3 * PAGE_SIZE as u32).unwrap(), want);
+        assert_eq!(fs.lseek(ino, 1, Whence::Hole), Ok(PAGE_SIZE));
+        assert_eq!(fs.lseek(ino, PAGE_SIZE, Whence::Data), Ok(2 * PAGE_SIZE));
+        let u = fs.usage.snapshot();
+        assert_eq!((u.used_pages, fs.usage.kernel_pages()), (2, 0));
+        assert!(fs.kernel_file_inos().is_empty());
+        // The next new file reuses the emptied kernel file: nothing of the old bytes shows.
+        let next = fs.mknod(ROOT_INO, b"g", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(fs.pin_new_kernel_file(next));
+        assert_eq!(fs.getattr(next).unwrap().blocks, 0);
+        assert_eq!(fs.read(next, 0, 100).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_new_file_stays_a_memory_file_when_large_fallocated_or_cached() {
+        let fs = creating_mount();
+        let new = |name: &[u8]| {
+            let ino = fs.mknod(ROOT_INO, name, libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+            assert!(fs.pin_new_kernel_file(ino));
+            ino
+        };
+        let large = new(b"large");
+        write_behind(&fs, large, 0, &vec![7; 4 * PAGE_SIZE as usize]);
+        let falloc = new(b"falloc");
+        let keep = FallocMode { keep_size: true, ..FallocMode::default() };
+        fs.fallocate(falloc, 0, 2 * PAGE_SIZE, keep).unwrap();
+        let cached = new(b"cached");
+        write_behind(&fs, cached, 0, b"x");
+        for ino in [large, falloc, cached] {
+            fs.unpin_kernel_file(ino);
+        }
+        assert!(fs.cached_open_of_kernel_file(cached));
+        for ino in [large, falloc, cached] {
+            fs.file_closed(ino);
+            assert!(fs.in_kernel_file(ino), "inode {ino} left its memory file");
+        }
+        assert_eq!(fs.getattr(falloc).unwrap().blocks, 2 * PAGE_SIZE / 512);
+        assert_eq!(fs.usage.kernel_pages(), 4 + 2 + 1);
+        // A file that is not new and empty, or a mount without the option, starts nowhere.
+        assert!(!fs.pin_new_kernel_file(ROOT_INO));
+        fs.set_kernel_new_files(false);
+        let ino = fs.mknod(ROOT_INO, b"plain", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(!fs.pin_new_kernel_file(ino));
+        assert!(!fs.in_kernel_file(ino));
     }
 }

@@ -270,6 +270,41 @@ impl Fs {
         }
     }
 
+    /// As [`Fs::pin_kernel_file`] for the creating open of `ino`, a new
+    /// and still empty file, under `passthrough_create=`: it moves into a
+    /// memory file whatever its size will be (so that its first writes
+    /// pass through too), marked fresh so that it may move back into the
+    /// heap at its last close if it stays below `passthrough_min=`
+    /// ([`Fs::file_closed`]). False where it cannot: the mount makes no
+    /// memory files for new files, is nearly full, or the file is not new
+    /// and empty.
+    pub fn pin_new_kernel_file(&self, ino: Ino) -> bool {
+        if !self.makes_new_kernel_files() || !self.room_for_new_kernel_file() {
+            return false;
+        }
+        let Ok(inode) = self.file(ino) else { return false };
+        let lock = data_lock(&inode);
+        let mut data = lock.write();
+        if data.kernel().is_none() {
+            if inode.meta().size != 0 || data.page_count() != 0 {
+                return false;
+            }
+            if !self.move_to_kernel_growing(&inode, &mut data, u64::MAX) {
+                return false;
+            }
+            if let Some(f) = data.kernel() {
+                f.set_fresh(true);
+            }
+        }
+        match data.kernel() {
+            Some(f) if data.cold_count() == 0 => {
+                f.pin(true);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// One more passthrough open of `ino`, which others already hold in RAM.
     pub fn pin_held(&self, ino: Ino) {
         if let Ok(inode) = self.file(ino) {

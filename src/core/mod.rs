@@ -172,8 +172,14 @@ pub struct Fs {
     kernel_store: Option<memfile::KernelStore>,
     /// Size from which a file moves into a kernel memory file.
     passthrough_min: AtomicU64,
+    /// `passthrough_create=`: a file made by a creating open starts in a
+    /// kernel memory file, so that the open passes through (core/kfile.rs).
+    kernel_new_files: AtomicBool,
     /// Inodes whose bytes are in kernel memory files (pruned lazily).
     kernel_inos: Mutex<HashSet<Ino>>,
+    /// Of those, files deleted (no name left) that the kernel has not
+    /// forgotten yet: their pages go when it does (core/kfile.rs).
+    kernel_orphans: Mutex<HashSet<Ino>>,
     /// NUMA placement of file pages (core/place.rs).
     placement: Arc<numa::Placement>,
     /// The last (or running) `memfs migrate`.
@@ -203,7 +209,9 @@ impl Fs {
             cache: cfg.cache,
             passthrough_min: AtomicU64::new(cfg.kernel_files.as_ref().map_or(u64::MAX, |k| k.1)),
             kernel_store: cfg.kernel_files.map(|k| k.0),
+            kernel_new_files: AtomicBool::new(false),
             kernel_inos: Mutex::new(HashSet::new()),
+            kernel_orphans: Mutex::new(HashSet::new()),
             placement: Arc::new(numa::Placement::new(cfg.numa, cfg.mpol)),
             migration: Mutex::default(),
             flags_enforceable: AtomicBool::new(false),
@@ -259,6 +267,20 @@ impl Fs {
         if ino != ROOT_INO && self.inodes.remove_if(&ino, |_, inode| inode.is_unreferenced()).is_some() {
             self.orphans.fetch_sub(1, Ordering::AcqRel);
             self.linkable.lock().remove(&ino);
+            if self.kernel_orphans.lock().remove(&ino) {
+                self.rebalance_kernel_limit(); // its pages are gone: no longer lent
+            }
+        }
+    }
+
+    /// A non-directory lost its last name: [`Fs::orphaned`], and a memory
+    /// file's pages are lent to passthrough writers until the kernel
+    /// forgets it (core/kfile.rs, `rebalance_kernel_limit`).
+    fn orphaned_file(&self, inode: &Inode) {
+        self.orphaned();
+        if self.kernel_store.is_some() && self.kernel_inos.lock().contains(&inode.ino) {
+            self.kernel_orphans.lock().insert(inode.ino);
+            self.rebalance_kernel_limit();
         }
     }
 

@@ -364,7 +364,7 @@ impl Fs {
         self.remove_entry(&mut dir, name);
         let now = Timespec::now();
         if drop_link(&child, &self.usage, now) {
-            self.orphaned();
+            self.orphaned_file(&child);
         }
         let mut pm = p.meta();
         pm.size -= DIRENT_SIZE;
@@ -536,16 +536,14 @@ impl Fs {
         match mv.dst {
             Some(dst) => {
                 locks.get(np.ino).replace(mv.newname, src.ino, src.kind());
-                let last = if src_is_dir {
+                if dst.kind() == Kind::Dir {
                     let mut dm = dst.meta();
                     dm.nlink = 0;
                     dm.ctime = now;
-                    true
-                } else {
-                    drop_link(dst, &self.usage, now)
-                };
-                if last {
+                    drop(dm);
                     self.orphaned();
+                } else if drop_link(dst, &self.usage, now) {
+                    self.orphaned_file(dst);
                 }
                 if src_is_dir {
                     adjust_nlink(op, -1);

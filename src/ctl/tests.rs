@@ -149,6 +149,7 @@ fn readdir_lists_and_resumes() {
         "strictatime",
         "poll_us",
         "huge",
+        "passthrough_create",
         "mpol",
         "nodemask",
         "migrate",

@@ -118,6 +118,21 @@ pub const TUNABLES: &[Tunable] = &[
         set: |t, v| t.fs.set_huge(Huge::parse(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
+        name: "passthrough_create",
+        help: "on or off (passthrough_create=): a file's creating open makes it in a kernel memory file and \
+               passes through (off by itself under ram=, huge=always, near full, or without passthrough)",
+        get: |t| if t.fs.kernel_new_files() { "on" } else { "off" }.to_string(),
+        set: |t, v| {
+            let on = match v {
+                "on" => true,
+                "off" => false,
+                _ => return Err(FsError::Invalid),
+            };
+            t.fs.set_kernel_new_files(on);
+            Ok(())
+        },
+    },
+    Tunable {
         name: "mpol",
         help: "NUMA placement of file pages (mpol=, tmpfs's syntax): default, prefer:N, bind:LIST, \
                interleave[:LIST] or local; new pages follow a change at once, `migrate` moves the others; \

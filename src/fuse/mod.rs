@@ -211,9 +211,9 @@ fn reply_created(reply: ReplyCreate, result: Result<crate::core::Attr, FsError>,
 /// Answer an open of regular file `ino` (not a control file) on a mount
 /// that answers OPEN: by its page-cache policy (core/cache.rs), and with
 /// passthrough where the policy is `all` and the mount has it.
-fn answer_open(fs: &Fs, passthrough: &Passthrough, ino: INodeNo, flags: i32, reply: impl OpenReply) {
+fn answer_open(fs: &Fs, passthrough: &Passthrough, ino: INodeNo, flags: i32, new: bool, reply: impl OpenReply) {
     match fs.cache_policy(ino.0) {
-        Ok(None | Some(CachePolicy::All)) if passthrough.enabled() => passthrough.open(fs, ino, flags, reply),
+        Ok(None | Some(CachePolicy::All)) if passthrough.enabled() => passthrough.open(fs, ino, flags, new, reply),
         Ok(None | Some(CachePolicy::All)) => reply.opened(FileHandle(0), cached_open_flags(fs, ino.0, flags, true)),
         Ok(Some(_)) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
         Err(e) => reply.error(errno(e)),
@@ -526,7 +526,7 @@ impl Filesystem for MemFs {
         if self.fs.open_refused(ino.0, flags.0) {
             return reply.error(Errno::EPERM); // immutable, or append-only without O_APPEND
         }
-        answer_open(&self.fs, &self.passthrough, ino, flags.0, reply);
+        answer_open(&self.fs, &self.passthrough, ino, flags.0, false, reply);
     }
 
     /// CREATE, where the mount answers OPEN (`answers_open`): the new
@@ -556,7 +556,7 @@ impl Filesystem for MemFs {
             Ok(attr) => {
                 let ino = INodeNo(attr.ino);
                 let created = Created { reply, ttl: ttl(attr.ino), attr: file_attr(&attr), generation: GENERATION };
-                answer_open(&fs, &pt, ino, flags, created);
+                answer_open(&fs, &pt, ino, flags, true, created);
             }
             Err(e) => reply.error(errno(e)),
         };

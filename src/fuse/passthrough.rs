@@ -149,7 +149,10 @@ impl Passthrough {
 
     /// Answer an OPEN of regular file `ino` with page-cache policy `all`:
     /// passthrough when the rules above allow, a cached open otherwise.
-    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, reply: impl OpenReply) {
+    /// `new`: the creating open of a file CREATE just made, which under
+    /// `passthrough_create=` starts in a memory file whatever its size
+    /// will be (core: `Fs::pin_new_kernel_file`).
+    pub fn open(&self, fs: &Fs, ino: INodeNo, flags: i32, new: bool, reply: impl OpenReply) {
         let mut opens = self.opens.lock();
         let e = opens.entry(ino.0).or_default();
         // O_NONBLOCK on a regular file means nothing to the kernel; memfs's
@@ -158,19 +161,23 @@ impl Passthrough {
         // open does not pin the file (which would page it in whole under
         // ram=): it is cached, unless passthrough opens exist already.
         let look_only = flags & libc::O_NONBLOCK != 0;
+        // A write-only open reads nothing: the access time needs no arming.
+        let reads = flags & libc::O_ACCMODE != libc::O_WRONLY;
         // Only opens that may read count toward keeping a memory file in
         // RAM: a file written once and read once (a scan over what a copy
         // just wrote) stays on probation, as its pages would in S3-FIFO's
         // small queue; counting the writer's open made it look as used as
         // the hot set, and the scan pushed the hot set out (case 2).
-        if !look_only && flags & libc::O_ACCMODE != libc::O_WRONLY {
+        if !look_only && reads {
             fs.note_open(ino.0);
         }
         // While an inode has passthrough opens, the kernel takes no other
         // kind (fs/fuse/iomode.c: EINVAL): every open shares its backing id.
         if let (true, Some(id)) = (e.passthrough > 0, &e.backing) {
             fs.pin_held(ino.0);
-            fs.arm_kernel_atime(ino.0);
+            if reads {
+                fs.arm_kernel_atime(ino.0);
+            }
             e.passthrough += 1;
             self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);
             self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
@@ -178,7 +185,7 @@ impl Passthrough {
         }
         // Pinning moves the file into a memory file if it qualifies, pages
         // it in whole under ram=, and keeps its pages in RAM while open.
-        if e.cached == 0 && !look_only && fs.pin_kernel_file(ino.0) {
+        if e.cached == 0 && !look_only && ((new && fs.pin_new_kernel_file(ino.0)) || fs.pin_kernel_file(ino.0)) {
             if e.backing.is_none() {
                 match fs.with_kernel_file(ino.0, |f| reply.open_backing(f.fd())) {
                     Some(Ok(id)) => e.backing = Some(id),
@@ -194,7 +201,9 @@ impl Passthrough {
                 e.backing = None;
             }
             if let Some(id) = &e.backing {
-                fs.arm_kernel_atime(ino.0);
+                if reads {
+                    fs.arm_kernel_atime(ino.0);
+                }
                 e.passthrough += 1;
                 if e.passthrough == 1 {
                     self.stats.passthrough_files.fetch_add(1, Ordering::Relaxed);
@@ -206,7 +215,7 @@ impl Passthrough {
             fs.unpin_kernel_file(ino.0);
         }
         e.cached += 1;
-        let keep = !fs.in_kernel_file(ino.0);
+        let keep = !fs.cached_open_of_kernel_file(ino.0);
         reply.opened(FH_CACHED, cached_open_flags(fs, ino.0, flags, keep));
     }
 
@@ -224,7 +233,10 @@ impl Passthrough {
         let mut opens = self.opens.lock();
         let Some(e) = opens.get_mut(&ino.0) else { return false };
         match fh {
-            FH_CACHED => e.cached = e.cached.saturating_sub(1),
+            FH_CACHED => {
+                e.cached = e.cached.saturating_sub(1);
+                fs.cached_close_of_kernel_file(ino.0);
+            }
             FH_PASSTHROUGH if e.passthrough > 0 => {
                 e.passthrough -= 1;
                 self.stats.passthrough_opens.fetch_sub(1, Ordering::Relaxed);
@@ -236,7 +248,8 @@ impl Passthrough {
             _ => return false,
         }
         let last_cached = fh == FH_CACHED && e.cached == 0;
-        if e.cached == 0 && e.passthrough == 0 {
+        let closed = e.cached == 0 && e.passthrough == 0;
+        if closed {
             opens.remove(&ino.0);
         }
         drop(opens);
@@ -244,6 +257,13 @@ impl Passthrough {
             // What the passthrough writers did shows in stats and df now,
             // and the pager may page the file out again.
             fs.unpin_kernel_file(ino.0);
+        }
+        if closed {
+            fs.file_closed(ino.0); // a small new file moves back into the heap
+        }
+        // The kernel's limit on memory files matters to passthrough writers
+        // only: with none left, the next passthrough open sets it.
+        if fh == FH_PASSTHROUGH && self.stats.passthrough_opens.load(Ordering::Relaxed) > 0 {
             fs.rebalance_kernel_limit();
         }
         last_cached && fs.in_kernel_file(ino.0)

@@ -86,8 +86,8 @@ def test_values_read_back_with_a_newline():
         assert sorted(os.listdir(ctl(mnt))) == ["README", "opts", "stats"]
         assert read(ctl(mnt, "opts", "noatime")) == "0\n"
         assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "huge", "migrate", "mpol", "no_data", "noatime",
-                                                        "nodemask", "nr_inodes", "poll_us", "ram", "size",
-                                                        "strictatime"]
+                                                        "nodemask", "nr_inodes", "passthrough_create", "poll_us",
+                                                        "ram", "size", "strictatime"]
         assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "migrate", "ops", "pager",
                                                           "pagestat", "passthrough", "prometheus", "transport", "uid",
                                                           "usage"]

@@ -452,3 +452,57 @@ def test_statistics_say_what_passthrough_holds():
         make_file(os.path.join(mnt, "a"), 3 * MIB)
         s = pt_stats(mnt)
         assert (s["passthrough"], s["memory_files"]) == (0, 0)
+
+
+def test_a_new_file_passes_through_from_its_creating_open():
+    """passthrough_create=on (the default): the creating open of a file is
+    a passthrough open of a memory file made for it, so even its first
+    bytes never reach the daemon; at the last close a file below
+    passthrough_min moves back into the heap (its reads reach the daemon
+    again), a larger one stays."""
+    with memfs("size=64M,passthrough=on,passthrough_min=1m") as mnt:
+        big, small = os.path.join(mnt, "big"), os.path.join(mnt, "small")
+        before = io_bytes(mnt)
+        with open(big, "wb") as f:
+            for _ in range(4):
+                f.write(b"b" * MIB)
+        with open(small, "wb") as f:
+            f.write(b"s" * 5000)
+            f.flush()
+            assert pt_stats(mnt)["memory_files"] == 2, "the open new file is in a memory file"
+        assert io_bytes(mnt) == before, "a new file's writes reached the daemon"
+        s = settle(lambda: pt_stats(mnt), lambda s: s["memory_files"] == 1)
+        assert (s["memory_files"], s["memory_file_bytes"]) == (1, 4 * MIB), "the small file did not move back"
+        st = os.stat(small)
+        assert (st.st_size, st.st_blocks) == (5000, 2 * PAGE // 512)
+        assert os.statvfs(mnt).f_bfree == os.statvfs(mnt).f_blocks - (4 * MIB + 2 * PAGE) // PAGE
+        drop_caches()
+        reads = io_bytes(mnt)[0]
+        assert read_file(small) == b"s" * 5000
+        assert io_bytes(mnt)[0] > reads, "the small file's read should reach memfs: it is in the heap again"
+        assert read_file(big) == b"b" * (4 * MIB)
+        # Written again through the daemon path (a cached open), then reopened for writing.
+        with open(small, "ab") as f:
+            f.write(b"t" * 100)
+        assert read_file(small) == b"s" * 5000 + b"t" * 100
+    with memfs("size=64M,passthrough=on,passthrough_min=1m,passthrough_create=off") as mnt:
+        before = io_bytes(mnt)[1]
+        make_file(os.path.join(mnt, "small"), 5000)
+        assert io_bytes(mnt)[1] - before == 5000, "without passthrough_create the bytes go through the daemon"
+        assert pt_stats(mnt)["memory_files"] == 0
+        # Live, through the control file (and so through remount).
+        opt = os.path.join(mnt, ".memfs", "opts", "passthrough_create")
+        with open(opt) as f:
+            assert f.read() == "off\n"
+        with pytest.raises(OSError) as e, open(opt, "w") as f:
+            f.write("maybe")
+        assert e.value.errno == errno.EINVAL
+        with open(opt, "w") as f:
+            f.write("on")
+        before = io_bytes(mnt)[1]
+        make_file(os.path.join(mnt, "later"), 5000)
+        assert io_bytes(mnt)[1] == before, "passthrough_create=on written live did not take"
+        r = subprocess.run([MEMFS_BIN, "-o", "remount,passthrough_create=off", mnt], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        with open(opt) as f:
+            assert f.read() == "off\n"
