@@ -864,4 +864,34 @@ mod tests {
         assert!(!fs.pin_new_kernel_file(ino));
         assert!(!fs.in_kernel_file(ino));
     }
+
+    /// A deleted memory file's pages are lent to passthrough writers (the
+    /// memory files' own limit counts them as free) while nothing holds it
+    /// open, until the kernel forgets it.
+    #[test]
+    fn a_deleted_memory_file_lends_its_pages_until_forgotten() {
+        let mut cfg = FsConfig::with_limits(16, 0);
+        cfg.kernel_files = Some((KernelStore::memfd(), 4 * PAGE_SIZE));
+        let fs = Fs::new(cfg);
+        let page = PAGE_SIZE as usize;
+        let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        fs.write(a, 0, &vec![1; 8 * page], &ME).unwrap();
+        let h = fs.mknod(ROOT_INO, b"h", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        fs.write(h, 0, &vec![2; 2 * page], &ME).unwrap();
+        assert!(fs.in_kernel_file(a) && !fs.in_kernel_file(h));
+        let limit = |fs: &Fs| fs.kernel_store.as_ref().unwrap().size_asked() / PAGE_SIZE;
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 16 - 2, "size= less the heap's pages");
+        fs.unlink(ROOT_INO, b"a").unwrap(); // the kernel still holds it: no FORGET yet
+        assert_eq!(limit(&fs), 16 - 2 + 8, "its pages are lent");
+        assert!(fs.pin_kernel_file(a)); // a passthrough open of the deleted file
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 16 - 2, "an open deleted file keeps its pages");
+        fs.unpin_kernel_file(a);
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 16 - 2 + 8);
+        fs.forget(a, 1);
+        assert_eq!(limit(&fs), 16 - 2, "forgotten: nothing left to lend");
+        assert_eq!(fs.usage.snapshot().used_pages, 2);
+    }
 }

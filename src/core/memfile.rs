@@ -207,6 +207,12 @@ impl KernelStore {
         }
     }
 
+    /// The limit last asked for (tests: memfd files record it too).
+    #[cfg(test)]
+    pub fn size_asked(&self) -> u64 {
+        *self.size_set.lock()
+    }
+
     /// Set the private instance's `size=` to `bytes` (0: unlimited), so the
     /// kernel stops passthrough writers there; nothing for memfd files.
     pub fn set_size(&self, bytes: u64) -> io::Result<()> {
