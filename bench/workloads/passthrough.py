@@ -58,12 +58,11 @@ sequentially after `sync; echo 3 > /proc/sys/vm/drop_caches` (cold) and at
 once again (warm); MB/s = 10^6 bytes/s. First writes of fresh memory vary a
 lot from run to run on every file system here, tmpfs included (the host
 backs a guest page lazily on its first touch; see MEASURED.md): judge the
-data path by the overwrites. With passthrough=on the fresh file's first
-write still goes through memfs (it was opened empty, before it became a
-memory file) and leaves page cache over the file, which is dropped shortly
-after the close; every later open of it is a passthrough open. The first
-overwrite starts at once after that close and shares the machine with the
-drop, so the second overwrite shows the steady data path.
+data path by the overwrites. With passthrough=on the fresh file's creating
+open is a passthrough open already (`passthrough_create=on`, the default):
+its first write goes to the kernel memory file. (Before that option the
+first write went through memfs, and the first overwrite shared the machine
+with the drop of the page cache it left.)
 
 Case 2: fio, psync, one job, 4 KiB random reads for a fixed time on a
 laid-out file: buffered (page cache dropped first, fio's default
