@@ -15,11 +15,17 @@ build:
 check:
 	cargo fmt --all -- --check
 	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features shuttle -- -D warnings
 
-test: check build test-rust test-py test-passthrough test-uring
+test: check build test-rust test-model test-py test-passthrough test-uring
 
 test-rust:
 	cargo test --release
+
+# The core's racing name operations under Shuttle's schedulers (issue 9):
+# the `shuttle` feature swaps the core's locks for Shuttle's (src/sync.rs).
+test-model:
+	cargo test --release --features shuttle --test model_names
 
 # Mounted tiers: conformance table (memfs and kernel tmpfs) and the randomized
 # differential test. Needs root (mounts tmpfs, drops to other uids).

@@ -8,7 +8,9 @@
 
 use std::collections::HashMap;
 
-use memfs::core::{Caller, FallocMode, Fs, FsConfig, FsError, Ino, Kind, RenameFlags, SetAttr, ROOT_INO};
+mod common;
+
+use memfs::core::{Caller, FallocMode, Fs, FsConfig, FsError, Ino, RenameFlags, SetAttr, ROOT_INO};
 use proptest::prelude::*;
 
 const NAMES: &[&str] = &["a", "b", "c", "d"];
@@ -145,32 +147,10 @@ impl World {
         }
     }
 
-    /// Directory link counts and sizes agree with entries; returns every
-    /// inode reachable from the root.
+    /// The tree is whole (common::check_tree); returns every inode
+    /// reachable from the root.
     fn check_tree(&self) -> Vec<Ino> {
-        let mut seen = vec![];
-        let mut stack = vec![ROOT_INO];
-        while let Some(d) = stack.pop() {
-            let mut entries = vec![];
-            self.fs
-                .readdir(d, 0, false, &mut |item| {
-                    entries.push((item.name.to_vec(), item.ino, item.kind));
-                    true
-                })
-                .unwrap();
-            let children: Vec<_> = entries.into_iter().filter(|(n, _, _)| n != b"." && n != b"..").collect();
-            let subdirs = children.iter().filter(|(_, _, k)| *k == Kind::Dir).count() as u32;
-            let attr = self.fs.getattr(d).unwrap();
-            assert_eq!(attr.nlink, 2 + subdirs, "nlink of dir {d}");
-            assert_eq!(attr.size, 40 + 20 * children.len() as u64, "size of dir {d}");
-            for (_, ino, kind) in children {
-                seen.push(ino);
-                if kind == Kind::Dir {
-                    stack.push(ino);
-                }
-            }
-        }
-        seen
+        common::check_tree(&self.fs)
     }
 
     /// Delete everything, forget every reference: accounting must return to its start.

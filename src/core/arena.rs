@@ -44,7 +44,11 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-use crate::sync::{Arc, AtomicI64, AtomicU64, AtomicU8, Mutex, OnceLock, Ordering};
+use crate::sync::{Arc, AtomicI64, AtomicU64, AtomicU8, OnceLock, Ordering};
+// The arenas are process-wide, made in const context, and their lock is a
+// leaf held for a few instructions: parking_lot's even under the model
+// checker (src/sync.rs).
+use parking_lot::Mutex;
 
 /// Bytes per chunk, and its alignment (one transparent huge page on x86-64).
 pub const CHUNK: usize = 2 << 20;

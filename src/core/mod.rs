@@ -263,8 +263,16 @@ impl Fs {
     }
 
     /// Remove `ino` from the table if nothing refers to it any more.
+    /// An inode with no name and no kernel reference stays so (a name
+    /// comes only through a reference: linkat of an open O_TMPFILE), so it
+    /// is checked before the table's lock and only its reference count
+    /// again under it: no inode lock is ever taken inside the table's
+    /// (docs/DESIGN.md, lock order).
     fn evict_if_unreferenced(&self, ino: Ino) {
-        if ino != ROOT_INO && self.inodes.remove_if(&ino, |_, inode| inode.is_unreferenced()).is_some() {
+        if ino == ROOT_INO || !self.get(ino).is_ok_and(|i| i.is_unreferenced()) {
+            return;
+        }
+        if self.inodes.remove_if(&ino, |_, inode| inode.lookups() == 0).is_some() {
             self.orphans.fetch_sub(1, Ordering::AcqRel);
             self.linkable.lock().remove(&ino);
             if self.kernel_orphans.lock().remove(&ino) {

@@ -476,6 +476,13 @@ impl Fs {
         if mv.dst.is_some_and(|d| d.ino == src.ino) {
             return Ok(()); // two names of one inode: POSIX says do nothing
         }
+        // Into a directory removed meanwhile (its lock was free between the
+        // rmdir and ours): ENOENT, as the VFS's IS_DEADDIR check gives;
+        // otherwise what moved there would be cut off from the tree (the
+        // model-checked test, tests/model_names.rs, found it).
+        if np.meta().nlink == 0 {
+            return Err(FsError::NotFound);
+        }
         // As the VFS's may_delete and may_create, for tmpfs.
         self.check_flags(op, Change::RemoveEntry)?;
         self.check_flags(src, Change::Inode)?;

@@ -534,3 +534,18 @@ fn strictatime_updates_atime_on_every_read_and_noatime_wins() {
     fs.set_strictatime(false);
     assert_eq!(fs.atime_reads(f), AtimeReads::None); // relatime: atime is after mtime and ctime
 }
+
+/// A rename into a directory removed meanwhile fails (ENOENT, as the VFS's
+/// IS_DEADDIR check) instead of leaving what moved cut off from the tree:
+/// the model-checked test (tests/model_names.rs) found the race; this is
+/// its outcome made sequential.
+#[test]
+fn rename_into_a_removed_directory_is_not_found() {
+    let fs = fs();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, &ME).unwrap().ino;
+    let f = file(&fs, ROOT_INO, "f").ino;
+    fs.rmdir(ROOT_INO, b"d").unwrap();
+    assert_eq!(fs.rename(ROOT_INO, b"f", d, b"f", RenameFlags::default(), &ME), Err(FsError::NotFound));
+    assert_eq!(fs.lookup(ROOT_INO, b"f").map(|a| a.ino), Ok(f));
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+}
