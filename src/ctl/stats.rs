@@ -7,10 +7,18 @@
 //! nanoseconds, one histogram bucket). Readers see each atomic exactly but
 //! not a consistent cut across them, which is fine for statistics.
 //!
+//! The hot counters are kept per serving thread, not per mount (issue 9):
+//! each thread that serves requests (an io_uring queue's, pinned to its
+//! CPU, or a /dev/fuse worker) takes a shard of its own the first time it
+//! counts (threads beyond the number of CPUs share, round robin), on cache
+//! lines of its own, so that requests served on different CPUs never
+//! write the same line; readers sum the shards.
+//!
 //! Histogram buckets are powers of two from 1.024 us: bucket `i` counts
 //! requests that took at most `1024 << i` ns; the last bucket has no bound.
 
 use std::cell::Cell;
+use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
 
 use crate::sync::{AtomicU64, OnceLock, Ordering};
@@ -159,6 +167,47 @@ impl OpStats {
 thread_local! {
     /// Set while this thread serves a request for the control directory.
     static CONTROL_REQUEST: Cell<bool> = const { Cell::new(false) };
+    /// This thread's shard number ([`NO_SHARD`] until it first counts).
+    static SHARD: Cell<usize> = const { Cell::new(NO_SHARD) };
+}
+
+const NO_SHARD: usize = usize::MAX;
+/// Shards at most: beyond this many serving threads, threads share.
+const MAX_SHARDS: usize = 32;
+/// The next shard number to hand to a thread (numbers grow; a mount's
+/// shard is the number modulo its shard count).
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+/// This thread's shard number, taken the first time it counts.
+fn shard_number() -> usize {
+    SHARD.with(|c| match c.get() {
+        NO_SHARD => {
+            let n = NEXT_SHARD.fetch_add(1, Ordering::Relaxed);
+            c.set(n);
+            n
+        }
+        n => n,
+    })
+}
+
+/// The counters one group of serving threads writes, on cache lines of
+/// their own (the `Vec`'s buffer is an allocation of its own too).
+#[repr(align(128))]
+#[derive(Debug)]
+struct Shard {
+    ops: Vec<OpStats>,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+impl Shard {
+    fn new() -> Shard {
+        Shard {
+            ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
+            read_bytes: AtomicU64::new(0),
+            write_bytes: AtomicU64::new(0),
+        }
+    }
 }
 
 /// The request this thread is serving is for the control directory: it is
@@ -171,11 +220,10 @@ pub fn mark_control_request() {
 /// Every operation's statistics and the byte counters of one mount.
 #[derive(Debug)]
 pub struct Stats {
-    ops: Vec<OpStats>,
+    /// Per serving thread (see the module comment); summed when read.
+    shards: Box<[Shard]>,
     /// Requests for the control directory itself.
     control_requests: AtomicU64,
-    read_bytes: AtomicU64,
-    write_bytes: AtomicU64,
     /// Passthrough (fuse/passthrough.rs): on at all, opens now, files with
     /// such opens now, opens granted since mount.
     pub passthrough_on: AtomicU64,
@@ -228,11 +276,10 @@ impl TransportCell {
 
 impl Default for Stats {
     fn default() -> Self {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         Stats {
-            ops: Op::ALL.iter().map(|_| OpStats::default()).collect(),
+            shards: (0..cpus.clamp(1, MAX_SHARDS)).map(|_| Shard::new()).collect(),
             control_requests: AtomicU64::new(0),
-            read_bytes: AtomicU64::new(0),
-            write_bytes: AtomicU64::new(0),
             passthrough_on: AtomicU64::new(0),
             passthrough_opens: AtomicU64::new(0),
             passthrough_files: AtomicU64::new(0),
@@ -267,13 +314,18 @@ impl Stats {
     /// Start timing one request of `op`; it is counted when the timer drops.
     pub fn time(&self, op: Op) -> Timer<'_> {
         CONTROL_REQUEST.with(|c| c.set(false));
-        Timer { op: &self.ops[op as usize], control: &self.control_requests, start: Instant::now() }
+        Timer { op: &self.shard().ops[op as usize], control: &self.control_requests, start: Instant::now() }
+    }
+
+    /// The calling thread's shard.
+    fn shard(&self) -> &Shard {
+        &self.shards[shard_number() % self.shards.len()]
     }
 
     /// Every request since mount, control directory included (a measure of
     /// activity: src/trim.rs trims only while it stands still).
     pub fn requests(&self) -> u64 {
-        let ops: u64 = self.ops.iter().map(|o| o.count.load(Ordering::Relaxed)).sum();
+        let ops: u64 = self.shards.iter().flat_map(|s| &s.ops).map(|o| o.count.load(Ordering::Relaxed)).sum();
         ops + self.control_requests()
     }
 
@@ -284,23 +336,23 @@ impl Stats {
 
     /// Count one request of `op` that took `ns` nanoseconds.
     pub fn record(&self, op: Op, ns: u64) {
-        self.ops[op as usize].record(ns);
+        self.shard().ops[op as usize].record(ns);
     }
 
     pub fn add_read_bytes(&self, n: u64) {
-        self.read_bytes.fetch_add(n, Ordering::Relaxed);
+        self.shard().read_bytes.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn add_write_bytes(&self, n: u64) {
-        self.write_bytes.fetch_add(n, Ordering::Relaxed);
+        self.shard().write_bytes.fetch_add(n, Ordering::Relaxed);
     }
 
     pub fn read_bytes(&self) -> u64 {
-        self.read_bytes.load(Ordering::Relaxed)
+        self.shards.iter().map(|s| s.read_bytes.load(Ordering::Relaxed)).sum()
     }
 
     pub fn write_bytes(&self) -> u64 {
-        self.write_bytes.load(Ordering::Relaxed)
+        self.shards.iter().map(|s| s.write_bytes.load(Ordering::Relaxed)).sum()
     }
 
     /// Seconds since the mount started serving.
@@ -310,14 +362,17 @@ impl Stats {
 
     /// A copy of every operation's statistics, in [`Op::ALL`] order.
     pub fn ops(&self) -> Vec<OpSnapshot> {
+        let sum = |op: usize, f: &dyn Fn(&OpStats) -> &AtomicU64| -> u64 {
+            self.shards.iter().map(|s| f(&s.ops[op]).load(Ordering::Relaxed)).sum()
+        };
         Op::ALL
             .iter()
-            .zip(&self.ops)
-            .map(|(&op, s)| OpSnapshot {
+            .enumerate()
+            .map(|(i, &op)| OpSnapshot {
                 op,
-                count: s.count.load(Ordering::Relaxed),
-                total_ns: s.total_ns.load(Ordering::Relaxed),
-                buckets: std::array::from_fn(|i| s.buckets[i].load(Ordering::Relaxed)),
+                count: sum(i, &|s| &s.count),
+                total_ns: sum(i, &|s| &s.total_ns),
+                buckets: std::array::from_fn(|b| sum(i, &|s| &s.buckets[b])),
             })
             .collect()
     }
@@ -363,6 +418,38 @@ mod tests {
             let _t = s.time(Op::Read);
         }
         assert_eq!(s.ops()[Op::Read as usize].count, 1);
+    }
+
+    /// Threads count into shards of their own (as many as the machine has
+    /// CPUs, at most MAX_SHARDS; threads beyond share) and readers see the
+    /// exact sums.
+    #[test]
+    fn threads_count_in_shards_of_their_own_and_the_sums_are_exact() {
+        let s = std::sync::Arc::new(Stats::default());
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        s.record(Op::Write, 2000 + t);
+                        s.add_write_bytes(t + 1);
+                    }
+                    shard_number() % s.shards.len()
+                })
+            })
+            .collect();
+        let used: Vec<usize> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        let w = &s.ops()[Op::Write as usize];
+        assert_eq!(w.count, 4000);
+        assert_eq!(w.total_ns, 1000 * (2000 + 2001 + 2002 + 2003));
+        assert_eq!(w.buckets.iter().sum::<u64>(), 4000);
+        assert_eq!(s.write_bytes(), 1000 * (1 + 2 + 3 + 4));
+        assert_eq!(s.requests(), 4000);
+        // Each thread's requests are in its own shard and nowhere else.
+        for (i, shard) in s.shards.iter().enumerate() {
+            let threads_here = used.iter().filter(|&&u| u == i).count() as u64;
+            assert_eq!(shard.ops[Op::Write as usize].count.load(Ordering::Relaxed), 1000 * threads_here, "shard {i}");
+        }
     }
 
     #[test]
