@@ -24,8 +24,11 @@ test-rust:
 
 # The core's racing name operations under Shuttle's schedulers (issue 9):
 # the `shuttle` feature swaps the core's locks for Shuttle's (src/sync.rs).
+# Built in a target directory of its own: cargo builds the package's binary
+# for an integration test, and a memfs with Shuttle's locks serves nothing
+# (it refuses to start), so it must not replace target/release/memfs.
 test-model:
-	cargo test --release --features shuttle --test model_names
+	CARGO_TARGET_DIR=target/model cargo test --release --features shuttle --test model_names
 
 # Mounted tiers: conformance table (memfs and kernel tmpfs) and the randomized
 # differential test. Needs root (mounts tmpfs, drops to other uids).

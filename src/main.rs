@@ -267,6 +267,15 @@ fn mount_helper(args: Vec<String>) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    if cfg!(feature = "shuttle") {
+        // The model checker's locks work only inside its runs (src/sync.rs):
+        // such a build serves nothing (`make test-model` builds it apart,
+        // in target/model).
+        eprintln!(
+            "memfs: this binary was built with the `shuttle` feature, for model-checked tests only; build it without"
+        );
+        return ExitCode::from(2);
+    }
     let args: Vec<String> = std::env::args().collect();
     let invoked_as = args.first().and_then(|a| a.rsplit('/').next()).unwrap_or("memfs");
     if invoked_as.starts_with("mount.") {
