@@ -243,12 +243,28 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
 
 /// Remount the memfs at `mountpoint` read-only, keeping its other flags,
 /// touching no control file (the daemon itself calls this after an
-/// internal error, `errors=remount-ro`).
+/// internal error, `errors=remount-ro`). The kernel refuses (EBUSY) while
+/// a file is open for writing or a change is in flight (each holds the
+/// mount's write access for its round trip): that passes, so this tries
+/// again, at once at first and then less often (up to once a second), for
+/// as long as the mount is there; it returns when the mount is read-only
+/// or for another error.
 pub fn make_read_only(mountpoint: &Path) -> Result<(), String> {
     let (mnt, superopts) = memfs_mountpoint(mountpoint)?;
     let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
-    let before = current_flags(&target, &superopts)?;
-    remount_flags(&mnt, &target, new_flags(before, libc::MS_RDONLY, 0))
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        let flags = new_flags(current_flags(&target, &superopts)?, libc::MS_RDONLY, 0);
+        match mount_syscall(&target, flags) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                memfs_mountpoint(mountpoint)?; // still there?
+            }
+            Err(e) => return Err(remount_failure(&mnt, flags, e)),
+        }
+    }
 }
 
 /// A live option's value as its control file reads back (bytes for size=,
@@ -388,19 +404,28 @@ fn same_flags(before: libc::c_ulong, after: libc::c_ulong) -> bool {
 }
 
 fn remount_flags(mnt: &Path, target: &CString, flags: libc::c_ulong) -> Result<(), String> {
+    mount_syscall(target, flags).map_err(|e| remount_failure(mnt, flags, e))
+}
+
+/// mount(2) with MS_REMOUNT `flags` on `target`.
+fn mount_syscall(target: &CString, flags: libc::c_ulong) -> std::io::Result<()> {
     // SAFETY: target is a valid C string; source, type and data may be NULL
     // for MS_REMOUNT (FUSE ignores remount data from the old mount API).
     let rc = unsafe { libc::mount(std::ptr::null(), target.as_ptr(), std::ptr::null(), flags, std::ptr::null()) };
     if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        let hint = match e.raw_os_error() {
-            Some(libc::EBUSY) if flags & libc::MS_RDONLY != 0 => ": a file is open for writing",
-            Some(libc::EPERM) => ": only root can change mount flags (the owner can change size= and nr_inodes= alone)",
-            _ => "",
-        };
-        return Err(format!("remount of {} failed: {e}{hint}", mnt.display()));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The message for a remount of `mnt` with `flags` that failed with `e`.
+fn remount_failure(mnt: &Path, flags: libc::c_ulong, e: std::io::Error) -> String {
+    let hint = match e.raw_os_error() {
+        Some(libc::EBUSY) if flags & libc::MS_RDONLY != 0 => ": a file is open for writing",
+        Some(libc::EPERM) => ": only root can change mount flags (the owner can change size= and nr_inodes= alone)",
+        _ => "",
+    };
+    format!("remount of {} failed: {e}{hint}", mnt.display())
 }
 
 #[cfg(test)]

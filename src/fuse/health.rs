@@ -9,8 +9,9 @@
 //! - `remount-ro` (the default): also, from then on every request that
 //!   would change anything gets EROFS (so nothing already stored is lost
 //!   or damaged further), and the daemon remounts the mount read-only for
-//!   the kernel (a callback the daemon installs: best effort, it fails
-//!   while a file is open for writing); `memfs stat` and `stats/io` say so;
+//!   the kernel (a callback the daemon installs; the kernel refuses while
+//!   a file is open for writing, so the daemon tries again until it is
+//!   closed); `memfs stat` and `stats/io` say so;
 //! - `panic`: it is logged and the daemon ends at once (the mount then
 //!   answers ENOTCONN until unmounted).
 //!

@@ -11,6 +11,7 @@ import errno
 import os
 import subprocess
 import tempfile
+import time
 
 import pytest
 
@@ -98,6 +99,26 @@ def test_remount_ro_refuses_changes_after_an_internal_error_and_keeps_the_data(f
     assert "ro" in flags, "the kernel mount was made read-only too"
     out = subprocess.run([MEMFS_BIN, "stat", mnt], capture_output=True, text=True, timeout=30).stdout
     assert "INTERNAL ERRORS: 1" in out and "READ-ONLY" in out, out
+
+
+def test_the_remount_read_only_waits_for_an_open_writer(faulty_mount):
+    """The kernel refuses to remount read-only while a file is open for
+    writing (EBUSY): the daemon tries again until the writer has closed."""
+    mnt = faulty_mount("size=64M")
+    w = os.path.join(mnt, "w")
+    fd = os.open(w, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"before")
+        fail_a_rename(mnt)
+        assert io_stats(mnt)["read_only_after_error"] == "1"
+        time.sleep(0.2)
+        assert "ro" not in mount_flags(mnt), "the kernel remounted with a writer open"
+    finally:
+        os.close(fd)
+    flags = settle(lambda: mount_flags(mnt), lambda f: "ro" in f)
+    assert "ro" in flags, "the remount came once the writer had closed"
+    with open(w, "rb") as f:
+        assert f.read() == b"before"
 
 
 def test_continue_serves_on(faulty_mount):
