@@ -209,7 +209,8 @@ impl Fs {
     }
 
     /// Whether the mount has room enough for a new file to start in a
-    /// memory file: an eighth of `size=` free, and twice `passthrough_min=`.
+    /// memory file: an eighth of `size=` free, and twice `passthrough_min=`,
+    /// counting what the kernel still holds of deleted memory files.
     /// Near full, a new file takes the daemon path, whose writes wait for
     /// the space of files just deleted (the kernel frees it with a FORGET
     /// that can come after the next create: src/fuse/parked.rs), where the
@@ -222,7 +223,14 @@ impl Fs {
             return true;
         }
         let min_pages = self.passthrough_min.load(Ordering::Relaxed).div_ceil(PAGE_SIZE);
-        u.max_pages.saturating_sub(u.used_pages) >= (u.max_pages / 8).max(min_pages.saturating_mul(2))
+        // The kernel frees a deleted memory file's pages only when it drops
+        // its last reference, which can come after memfs let the file go
+        // and `df` stopped counting it (CI28 over io_uring): the private
+        // instance's own count is what a passthrough write meets.
+        let kernel = self.usage.kernel_pages();
+        let heap = u.used_pages.saturating_sub(kernel);
+        let held = self.kernel_store.as_ref().and_then(|s| s.used_pages()).map_or(kernel, |p| p.max(kernel));
+        u.max_pages.saturating_sub(heap + held) >= (u.max_pages / 8).max(min_pages.saturating_mul(2))
     }
 
     /// The last open of `ino` was closed. A file that its creating open
@@ -721,6 +729,7 @@ impl Fs {
 
 #[cfg(test)]
 mod tests {
+    use super::super::arena::Huge;
     use super::super::memfile::KernelStore;
     use super::super::{Caller, FallocMode, FsConfig, SetAttr, ROOT_INO};
     use super::*;
@@ -893,5 +902,34 @@ mod tests {
         fs.forget(a, 1);
         assert_eq!(limit(&fs), 16 - 2, "forgotten: nothing left to lend");
         assert_eq!(fs.usage.snapshot().used_pages, 2);
+    }
+
+    /// A new file starts in the heap, not a memory file, while the kernel
+    /// still holds the pages of a deleted one that memfs has let go (a
+    /// passthrough write would get ENOSPC at once; the daemon path waits).
+    #[test]
+    fn a_new_file_starts_in_the_heap_while_the_kernel_holds_a_deleted_files_pages() {
+        let store = KernelStore::new(32 * PAGE_SIZE, Huge::Never, "default");
+        if store.kind() != "tmpfs" {
+            eprintln!("skipped: no private tmpfs here (not root)");
+            return;
+        }
+        let mut cfg = FsConfig::with_limits(32, 0);
+        cfg.kernel_files = Some((store, 2 * PAGE_SIZE));
+        let fs = Fs::new(cfg);
+        fs.set_kernel_new_files(true);
+        let big = fs.mknod(ROOT_INO, b"big", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        fs.write(big, 0, &vec![1; 30 * PAGE_SIZE as usize], &ME).unwrap();
+        assert!(fs.in_kernel_file(big));
+        // The kernel's reference (a passthrough open's backing file).
+        let kernels = fs.with_kernel_file(big, |f| f.fd().try_clone_to_owned().unwrap()).unwrap();
+        fs.unlink(ROOT_INO, b"big").unwrap();
+        fs.forget(big, 1);
+        assert_eq!(fs.statfs().bfree, 32, "df no longer counts it");
+        let new = fs.mknod(ROOT_INO, b"new", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(!fs.pin_new_kernel_file(new), "30 of 32 pages are still held");
+        drop(kernels);
+        let again = fs.mknod(ROOT_INO, b"again", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(fs.pin_new_kernel_file(again), "let go: the space is free");
     }
 }

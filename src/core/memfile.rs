@@ -196,6 +196,21 @@ impl KernelStore {
         }
     }
 
+    /// Pages the private instance holds now, those of deleted files the
+    /// kernel still references (a passthrough open's backing file is put
+    /// some time after memfs let the file go) included; None for memfd
+    /// files, or while the instance has no limit (its statfs counts nothing).
+    pub fn used_pages(&self) -> Option<u64> {
+        let mount = self.mount.as_ref()?;
+        // SAFETY: fstatfs writes only into the zeroed struct passed; the fd
+        // is the instance's mount fd, valid while `mount` lives.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatfs(mount.as_raw_fd(), &mut st) } != 0 || st.f_blocks == 0 {
+            return None;
+        }
+        Some((st.f_blocks - st.f_bfree) * st.f_bsize as u64 / PAGE_SIZE)
+    }
+
     /// memfd files only (tests, and where a private tmpfs is not wanted).
     pub fn memfd() -> KernelStore {
         KernelStore {
