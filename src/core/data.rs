@@ -525,6 +525,45 @@ impl FileData {
         Ok(out)
     }
 
+    /// The bytes of `[off, off+len)` as slices, in order, of the resident
+    /// pages and of zeros (holes, unwritten pages, a short page's tail): a
+    /// reply is written from them with no copy in between. Only for a file
+    /// without a pager (whose reads count hits and may find pages paged
+    /// out: [`FileData::read`]); None then, or past [`MAX_PARTS`] slices.
+    pub fn parts(&self, off: u64, len: usize) -> Option<Vec<&[u8]>> {
+        if self.home().is_some() {
+            return None;
+        }
+        let end = off + len as u64;
+        let mut parts = Vec::with_capacity(2 * (len / PAGE + 2));
+        let mut pos = off;
+        let mut whole = true;
+        let pages: Box<dyn Iterator<Item = (u64, &Page)>> = match &self.pages {
+            _ if len == 0 => Box::new(std::iter::empty()),
+            Pages::Empty => Box::new(std::iter::empty()),
+            Pages::First(p) => Box::new((off < PAGE_SIZE).then_some((0, p)).into_iter()),
+            Pages::Many(m) => Box::new(m.range(page_of(off)..=page_of(end - 1)).map(|(i, p)| (*i, p))),
+        };
+        for (idx, page) in pages {
+            let start = idx * PAGE_SIZE;
+            match page {
+                Slot::Ram { bytes, .. } => {
+                    zeros(&mut parts, start.saturating_sub(pos));
+                    pos = pos.max(start);
+                    let to = end.min(start + bytes.len() as u64);
+                    if pos < to {
+                        parts.push(&bytes[(pos - start) as usize..(to - start) as usize]);
+                        pos = to;
+                    }
+                }
+                Slot::Unwritten => {}
+                _ => whole = false,
+            }
+        }
+        zeros(&mut parts, end - pos);
+        (whole && parts.len() <= MAX_PARTS).then_some(parts)
+    }
+
     /// Read `len` bytes at `off` with its paged-out pages `cold` served
     /// from their copies `loaded` (same order), which stay where they are
     /// (pager/admit.rs: read through). A page of `cold` that is resident
@@ -948,6 +987,22 @@ impl FileData {
 }
 
 /// Copy the bytes of page `idx` that fall in the read at `off` into `out`.
+/// Most slices [`FileData::parts`] gives: what one writev takes (IOV_MAX
+/// 1024) beside the reply's header.
+pub const MAX_PARTS: usize = 1023;
+
+/// Zeros for [`FileData::parts`]: never written, so they cost no memory.
+static ZEROS: [u8; 128 << 10] = [0; 128 << 10];
+
+/// Append `n` zero bytes to `parts`.
+fn zeros(parts: &mut Vec<&[u8]>, mut n: u64) {
+    while n > 0 {
+        let k = n.min(ZEROS.len() as u64) as usize;
+        parts.push(&ZEROS[..k]);
+        n -= k as u64;
+    }
+}
+
 pub(super) fn copy_out(out: &mut [u8], off: u64, idx: u64, bytes: &[u8]) {
     let end = off + out.len() as u64;
     let page_start = idx * PAGE_SIZE;
@@ -1078,5 +1133,33 @@ mod tests {
         let all = d.read(0, 2 * PAGE).unwrap();
         assert!(all[..10].iter().all(|&b| b == 3));
         assert!(all[10..].iter().all(|&b| b == 0));
+    }
+
+    /// `parts` gives the bytes `read` does: resident pages, short pages,
+    /// holes, unwritten pages, at every offset and length around them.
+    #[test]
+    fn parts_read_as_read_does() {
+        let mut f = FileData::default();
+        let page = PAGE;
+        f.write(0, &[1; 100], &mut yes()); // a short page
+        f.write(2 * PAGE_SIZE, &vec![2; page], &mut yes()); // after a hole
+        f.allocate(3 * PAGE_SIZE, PAGE_SIZE); // unwritten
+        f.write(4 * PAGE_SIZE + 10, &vec![3; page + 500], &mut yes()); // across two pages
+        let size = 6 * page + 300; // past the last page: zeros
+        let cases = [0, 1, 99, 100, 101, page - 1, page, 2 * page + 7, 3 * page, 4 * page + 9, 5 * page + 600];
+        for &off in &cases {
+            for len in [0, 1, 50, page, page + 1, 3 * page + 5, size] {
+                let len = len.min(size - off);
+                let parts = f.parts(off as u64, len).expect("a file without a pager");
+                let joined: Vec<u8> = parts.concat();
+                assert_eq!(joined, f.read(off as u64, len).unwrap(), "off {off} len {len}");
+                assert!(parts.iter().all(|p| !p.is_empty()), "no empty slice");
+            }
+        }
+        // A hole of a megabyte: zeros in pieces of the shared zero buffer.
+        let mut sparse = FileData::default();
+        sparse.write(1 << 20, b"end", &mut yes());
+        let parts = sparse.parts(0, (1 << 20) + 3).unwrap();
+        assert_eq!(parts.concat(), sparse.read(0, (1 << 20) + 3).unwrap());
     }
 }

@@ -635,20 +635,23 @@ impl MemFile {
 
     /// Read `len` bytes at `off`; bytes past the end read as zeros.
     pub fn read(&self, off: u64, len: usize) -> io::Result<Vec<u8>> {
-        let mut out = vec![0u8; len];
-        let mut done = 0;
-        while done < len {
-            // SAFETY: the buffer has `len - done` writable bytes from `done`.
+        // Read into the buffer's spare room: zeroing it first cost a tenth
+        // of the daemon's time in a cold sequential read.
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            let done = out.len();
+            // SAFETY: the spare room has `len - done` writable bytes; pread
+            // writes at most that many.
             let n = unsafe {
                 libc::pread(
                     self.fd.as_raw_fd(),
-                    out[done..].as_mut_ptr().cast(),
+                    out.spare_capacity_mut().as_mut_ptr().cast(),
                     len - done,
                     (off + done as u64) as libc::off_t,
                 )
             };
             match n {
-                0 => break, // end of file: the rest stays zero
+                0 => break, // end of file: the rest reads as zeros
                 n if n < 0 => {
                     let e = io::Error::last_os_error();
                     if e.kind() == io::ErrorKind::Interrupted {
@@ -656,9 +659,11 @@ impl MemFile {
                     }
                     return Err(e);
                 }
-                n => done += n as usize,
+                // SAFETY: pread initialised these `n` bytes.
+                n => unsafe { out.set_len(done + n as usize) },
             }
         }
+        out.resize(len, 0);
         Ok(out)
     }
 

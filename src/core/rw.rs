@@ -45,6 +45,29 @@ impl Fs {
         }
     }
 
+    /// [`Fs::read`], handing the bytes to `send`: as slices of the file's
+    /// own pages, under its read lock, where it can (bytes in the heap, no
+    /// pager), so that the reply is written from them with no copy in
+    /// between (issue 9, bulk data); else as one buffer.
+    pub fn read_with<R>(&self, ino: Ino, off: u64, size: u32, send: impl FnOnce(&[&[u8]]) -> R) -> FsResult<R> {
+        let inode = self.file(ino)?;
+        let lock = data_lock(&inode);
+        {
+            let data = lock.read();
+            if data.kernel().is_none() && self.pager.is_none() {
+                let mut m = inode.meta();
+                let n = m.size.saturating_sub(off).min(u64::from(size)) as usize;
+                if let Some(parts) = data.parts(off, n) {
+                    self.read_accessed(&mut m);
+                    drop(m);
+                    return Ok(send(&parts));
+                }
+            }
+        }
+        let bytes = self.read(ino, off, size)?;
+        Ok(send(&[&bytes]))
+    }
+
     /// Read up to `size` bytes at `off`; short at end of file.
     pub fn read(&self, ino: Ino, off: u64, size: u32) -> FsResult<Vec<u8>> {
         let inode = self.file(ino)?;

@@ -600,19 +600,23 @@ impl Filesystem for MemFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let ctl = self.ctl(ino);
-        let result = match ctl {
-            Some(ctl) => ctl.read(ino.0, offset, size),
-            None => self.fs.read(ino.0, offset, size),
-        };
-        match result {
-            Ok(data) => {
-                if ctl.is_none() {
-                    self.stats.add_read_bytes(data.len() as u64);
-                }
-                reply.data(&data)
+        if let Some(ctl) = self.ctl(ino) {
+            return match ctl.read(ino.0, offset, size) {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(errno(e)),
+            };
+        }
+        // Sent from the file's pages where they are (core: `read_with`).
+        let mut reply = Some(reply);
+        let stats = &self.stats;
+        let sent = self.fs.read_with(ino.0, offset, size, |parts| {
+            stats.add_read_bytes(parts.iter().map(|p| p.len() as u64).sum());
+            if let Some(reply) = reply.take() {
+                reply.data_parts(parts);
             }
-            Err(e) => reply.error(errno(e)),
+        });
+        if let (Err(e), Some(reply)) = (sent, reply.take()) {
+            reply.error(errno(e));
         }
     }
 

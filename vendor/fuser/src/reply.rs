@@ -214,6 +214,13 @@ impl ReplyData {
         self.reply.send_ll(&ll::ResponseSlice(data));
     }
 
+    /// memfs patch: reply with the concatenation of `parts`, written from
+    /// where they are (no copy into one buffer first). At most 1023 parts
+    /// (the kernel's `IOV_MAX` less the header).
+    pub fn data_parts(self, parts: &[&[u8]]) {
+        self.reply.send_ll(&ll::ResponseSlices(parts));
+    }
+
     /// Reply to a request with the given error code
     pub fn error(self, err: Errno) {
         self.reply.error(err);

@@ -37,7 +37,11 @@
 //! that alone owns that queue's io_uring: it submits every SQE and reaps
 //! every CQE. A request is reassembled (header + op header + payload, one
 //! copy into a per-thread buffer: fuser's parser wants one contiguous
-//! buffer) and dispatched exactly as a /dev/fuse request, with a reply
+//! buffer), but for a WRITE, whose headers are copied into the
+//! [`HEADROOM`] mapped just before the payload so that its data is parsed
+//! where the kernel put it (its reply's few argument bytes wait in the
+//! entry's stash until the commit, as the data is borrowed until then);
+//! either way it is dispatched exactly as a /dev/fuse request, with a reply
 //! sender ([`UringReply`]) that points at the entry. A reply, from whatever
 //! thread sends it (memfs answers some requests later, from another thread:
 //! parked ENOSPC requests, poll), writes the out header and payload into the
@@ -71,7 +75,7 @@
 //! off in between), the kernel itself clears `fc->io_uring` and goes on
 //! over /dev/fuse.
 
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::io;
 use std::io::IoSlice;
 use std::os::fd::AsFd;
@@ -114,6 +118,15 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 pub(crate) const QUEUE_DEPTH: usize = 8;
 /// `user_data` of the eventfd poll; entry completions carry their index.
 const WAKE_TAG: u64 = u64::MAX;
+/// Bytes mapped before each entry's payload, outside what the kernel may
+/// write: a WRITE's headers are copied there, so that headers and data lie
+/// contiguous for the parser without copying the data (one page, to keep
+/// the payload page-aligned).
+const HEADROOM: usize = 4096;
+/// Room for the reply arguments of a request parsed in place (a WRITE's
+/// `fuse_write_out`, 8 bytes).
+const STASH_SZ: usize = 64;
+const OPCODE_WRITE: u32 = abi::fuse_opcode::FUSE_WRITE as u32;
 
 /// `struct fuse_uring_ent_in_out`.
 #[repr(C)]
@@ -208,10 +221,22 @@ impl TransportStatus {
 /// One ring entry: its two buffers and the iovec pair that registers them.
 struct RingEnt {
     header: *mut ReqHeader,
+    /// [`HEADROOM`] bytes into its mapping.
     payload: *mut u8,
     payload_len: usize,
     /// Read by the kernel when REGISTER is issued; kept beside the buffers.
     iov: Box<[libc::iovec; 2]>,
+    /// A request parsed in place: its reply's arguments wait here until
+    /// the queue thread commits (module doc).
+    stash: UnsafeCell<Stash>,
+}
+
+/// See [`RingEnt::stash`].
+struct Stash {
+    /// The request being served borrows the payload (a WRITE's data).
+    in_place: bool,
+    len: usize,
+    bytes: [u8; STASH_SZ],
 }
 
 /// The part of a queue that replies reach from any thread.
@@ -239,7 +264,7 @@ impl Drop for QueueShared {
             // never registered them) and no reply holds the Arc.
             unsafe {
                 drop(Box::from_raw(e.header));
-                libc::munmap(e.payload.cast(), e.payload_len);
+                libc::munmap(e.payload.sub(HEADROOM).cast(), HEADROOM + e.payload_len);
             }
         }
     }
@@ -265,17 +290,17 @@ impl QueueShared {
             // Payload: anonymous memory, reserved lazily; only the pages a
             // request uses become resident.
             // SAFETY: anonymous private mapping, checked below.
-            let payload = unsafe {
+            let mapping = unsafe {
                 libc::mmap(
                     std::ptr::null_mut(),
-                    payload_len,
+                    HEADROOM + payload_len,
                     libc::PROT_READ | libc::PROT_WRITE,
                     libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                     -1,
                     0,
                 )
             };
-            if payload == libc::MAP_FAILED {
+            if mapping == libc::MAP_FAILED {
                 let err = io::Error::last_os_error();
                 // Free what was made so far.
                 drop(QueueShared {
@@ -286,6 +311,8 @@ impl QueueShared {
                 });
                 return Err(err);
             }
+            // SAFETY: inside the mapping just made.
+            let payload: *mut libc::c_void = unsafe { mapping.cast::<u8>().add(HEADROOM).cast() };
             let header = Box::into_raw(Box::new(ReqHeader {
                 in_out: [0; IN_OUT_HEADER_SZ],
                 op_in: [0; OP_IN_OUT_SZ],
@@ -306,6 +333,11 @@ impl QueueShared {
                 payload: payload.cast(),
                 payload_len,
                 iov,
+                stash: UnsafeCell::new(Stash {
+                    in_place: false,
+                    len: 0,
+                    bytes: [0; STASH_SZ],
+                }),
             });
         }
         Ok(QueueShared {
@@ -366,7 +398,26 @@ impl UringReply {
         // whose length is checked first.
         unsafe {
             let header = &mut *ent.header;
-            if payload_sz > ent.payload_len {
+            let stash = &mut *ent.stash.get();
+            if stash.in_place && payload_sz <= STASH_SZ {
+                // The request's data is still borrowed from the payload:
+                // the queue thread moves these bytes there at the commit.
+                let mut pos = 0usize;
+                for b in bufs {
+                    let mut src: &[u8] = b;
+                    if pos < out_len {
+                        let take = (out_len - pos).min(src.len());
+                        header.in_out[pos..pos + take].copy_from_slice(&src[..take]);
+                        pos += take;
+                        src = &src[take..];
+                    }
+                    let at = pos - out_len;
+                    stash.bytes[at..at + src.len()].copy_from_slice(src);
+                    pos += src.len();
+                }
+                stash.len = payload_sz;
+                header.ent_in_out.payload_sz = payload_sz as u32;
+            } else if payload_sz > ent.payload_len || stash.in_place {
                 // Cannot happen with the sizes the kernel asks for; answer
                 // EIO rather than overflow.
                 let mut hdr = [0u8; 16];
@@ -606,11 +657,10 @@ fn serve_queue<FS: Filesystem>(
         // Replies ready since the last turn become commits.
         std::mem::swap(&mut done, &mut *q.done.lock());
         for ent in done.drain(..) {
-            let commit_id = {
-                // SAFETY: the entry's reply is complete (it was on `done`);
-                // only this thread reads its header now.
-                unsafe { (*q.ents[usize::from(ent)].header).ent_in_out.commit_id }
-            };
+            // SAFETY: the entry's reply is complete (it was on `done`) and
+            // the request that borrowed its payload has been served: only
+            // this thread touches the entry now.
+            let commit_id = unsafe { prepare_commit(&q.ents[usize::from(ent)]) };
             sqes.push(fuse_cmd(dev, q, ent, CMD_COMMIT_AND_FETCH, commit_id));
             *in_kernel += 1;
         }
@@ -690,6 +740,24 @@ fn serve_queue<FS: Filesystem>(
     Ok(())
 }
 
+/// Put a stashed reply's arguments into the payload (a request parsed in
+/// place: its data was borrowed from there until now); the commit id.
+///
+/// # Safety
+/// The entry's reply is complete and its request served; nothing else
+/// touches the entry until it is committed.
+unsafe fn prepare_commit(e: &RingEnt) -> u64 {
+    unsafe {
+        let stash = &mut *e.stash.get();
+        if stash.in_place {
+            std::ptr::copy_nonoverlapping(stash.bytes.as_ptr(), e.payload, stash.len);
+            stash.in_place = false;
+            stash.len = 0;
+        }
+        (*e.header).ent_in_out.commit_id
+    }
+}
+
 fn wake_poll(q: &QueueShared) -> Entry128 {
     Entry128::from(
         opcode::PollAdd::new(types::Fd(q.wake.as_raw_fd()), libc::POLLIN as u32)
@@ -743,14 +811,30 @@ fn serve_entry<FS: Filesystem>(
     // SAFETY: the kernel completed this entry; until we reply, only this
     // thread touches it (module doc). Reads stay inside the header struct
     // and the first `payload_sz` (checked) bytes of the payload.
-    let len = unsafe {
+    let request: Option<&[u8]> = unsafe {
         let h = &*e.header;
         let total =
             u32::from_ne_bytes([h.in_out[0], h.in_out[1], h.in_out[2], h.in_out[3]]) as usize;
+        let opcode = u32::from_ne_bytes([h.in_out[4], h.in_out[5], h.in_out[6], h.in_out[7]]);
         let payload_sz = h.ent_in_out.payload_sz as usize;
         // The op header's size is what the total leaves beside the payload.
         let op_sz = total.checked_sub(in_len + payload_sz);
         match op_sz {
+            // A WRITE's data stays where the kernel put it: its headers go
+            // just before it, into the headroom (at most one copy of the
+            // data inside the daemon: into the file's pages).
+            Some(op_sz)
+                if opcode == OPCODE_WRITE
+                    && op_sz <= OP_IN_OUT_SZ
+                    && payload_sz <= e.payload_len
+                    && in_len + op_sz <= HEADROOM =>
+            {
+                let start = e.payload.sub(in_len + op_sz);
+                std::ptr::copy_nonoverlapping(h.in_out.as_ptr(), start, in_len);
+                std::ptr::copy_nonoverlapping(h.op_in.as_ptr(), start.add(in_len), op_sz);
+                (*e.stash.get()).in_place = true;
+                Some(std::slice::from_raw_parts(start, total))
+            }
             Some(op_sz)
                 if op_sz <= OP_IN_OUT_SZ && payload_sz <= e.payload_len && total <= buf.len() =>
             {
@@ -761,7 +845,7 @@ fn serve_entry<FS: Filesystem>(
                     buf.as_mut_ptr().add(in_len + op_sz),
                     payload_sz,
                 );
-                Some(total)
+                Some(&buf[..total])
             }
             _ => None,
         }
@@ -771,12 +855,12 @@ fn serve_entry<FS: Filesystem>(
         ent,
         dev: se.ch.sender(),
     };
-    let Some(len) = len else {
+    let Some(request) = request else {
         error!("uring queue {}: malformed request in entry {ent}", q.qid);
         answer_error(&reply, libc::EIO);
         return;
     };
-    match RequestWithSender::new_uring(se.ch.sender(), reply.clone(), &buf[..len]) {
+    match RequestWithSender::new_uring(se.ch.sender(), reply.clone(), request) {
         Some(req) => req.dispatch(se),
         None => answer_error(&reply, libc::EIO),
     }
@@ -888,6 +972,31 @@ mod tests {
             assert_eq!(std::slice::from_raw_parts(e.payload, 10), data);
         }
         assert_eq!(*q.done.lock(), vec![3]);
+    }
+
+    #[test]
+    fn an_in_place_requests_reply_waits_in_the_stash_until_the_commit() {
+        let q = Arc::new(QueueShared::new(0, 8192).unwrap());
+        let e = &q.ents[2];
+        unsafe {
+            // The request's data, borrowed from the payload while served.
+            std::ptr::write_bytes(e.payload, 0xdd, 16);
+            (*e.stash.get()).in_place = true;
+        }
+        let mut hdr = [0u8; 16];
+        hdr[0..4].copy_from_slice(&24u32.to_ne_bytes());
+        let out = 4096u32.to_ne_bytes(); // fuse_write_out.size
+        reply_to(&q, 2)
+            .send(&[IoSlice::new(&hdr), IoSlice::new(&out), IoSlice::new(&[0; 4])])
+            .unwrap();
+        unsafe {
+            assert_eq!(*e.payload, 0xdd, "the borrowed data is untouched");
+            assert_eq!((*e.header).ent_in_out.payload_sz, 8);
+            prepare_commit(e);
+            assert_eq!(std::slice::from_raw_parts(e.payload, 8), [0, 16, 0, 0, 0, 0, 0, 0]);
+            assert!(!(*e.stash.get()).in_place);
+        }
+        assert_eq!(*q.done.lock(), vec![2]);
     }
 
     #[test]

@@ -61,6 +61,25 @@ impl Response for ResponseSlice<'_> {
     }
 }
 
+/// memfs patch: a reply made of several slices, sent as they are (writev
+/// on /dev/fuse; one copy into the entry over io_uring), so that a read is
+/// answered from the file's own page buffers without a copy in between.
+pub(crate) struct ResponseSlices<'a>(pub(crate) &'a [&'a [u8]]);
+
+pub(crate) struct SlicesPayload<'a>(&'a [&'a [u8]]);
+
+impl IosliceConcat for SlicesPayload<'_> {
+    fn iter_slices(&self) -> impl Iterator<Item = IoSlice<'_>> + '_ {
+        self.0.iter().filter(|s| !s.is_empty()).map(|s| IoSlice::new(s))
+    }
+}
+
+impl Response for ResponseSlices<'_> {
+    fn payload(&self) -> SlicesPayload<'_> {
+        SlicesPayload(self.0)
+    }
+}
+
 pub(crate) struct ResponseEmpty;
 
 impl Response for ResponseEmpty {
