@@ -272,30 +272,33 @@ impl Fs {
         }
     }
 
-    /// A cached open (through the kernel's page cache) of `ino` is being
-    /// made; whether its bytes are in a memory file (then the kernel's
-    /// cache of it must be dropped at this open). Such a file is no longer
-    /// fresh: it stays a memory file from now on.
-    pub fn cached_open_of_kernel_file(&self, ino: Ino) -> bool {
+    /// A cached open (through the kernel's page cache) of regular file
+    /// `ino` is being made; whether its bytes are in a memory file (then
+    /// the kernel's cache of it must be dropped at this open). Such a file
+    /// is no longer fresh: it stays a memory file from now on. Counted
+    /// wherever the bytes are, since a file open while in the heap can move
+    /// into a memory file and be deleted while still open (`lent_pages`).
+    pub fn cached_open(&self, ino: Ino) -> bool {
+        *self.cached_opens.lock().entry(ino).or_insert(0) += 1;
         let Ok(inode) = self.file(ino) else { return false };
         let data = data_lock(&inode).read();
         match data.kernel() {
             Some(f) => {
                 f.set_fresh(false);
-                f.cached_open(true);
                 true
             }
             None => false,
         }
     }
 
-    /// A cached open of `ino` ended (the pair of
-    /// [`Fs::cached_open_of_kernel_file`]).
-    pub fn cached_close_of_kernel_file(&self, ino: Ino) {
-        let Ok(inode) = self.file(ino) else { return };
-        let data = data_lock(&inode).read();
-        if let Some(f) = data.kernel() {
-            f.cached_open(false);
+    /// A cached open of `ino` ended (the pair of [`Fs::cached_open`]).
+    pub fn cached_close(&self, ino: Ino) {
+        let mut opens = self.cached_opens.lock();
+        if let Some(n) = opens.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                opens.remove(&ino);
+            }
         }
     }
 
@@ -380,7 +383,7 @@ impl Fs {
             let Ok(inode) = self.get(ino) else { continue };
             let Some(lock) = inode.file() else { continue };
             let Some(data) = lock.try_read() else { continue };
-            if data.kernel().is_some_and(|f| !f.is_open()) {
+            if data.kernel().is_some_and(|f| !f.pinned()) && !self.cached_opens.lock().contains_key(&ino) {
                 let m = inode.meta();
                 if m.nlink == 0 {
                     pages += m.pages;
@@ -859,7 +862,7 @@ mod tests {
         for ino in [large, falloc, cached] {
             fs.unpin_kernel_file(ino);
         }
-        assert!(fs.cached_open_of_kernel_file(cached));
+        assert!(fs.cached_open(cached));
         for ino in [large, falloc, cached] {
             fs.file_closed(ino);
             assert!(fs.in_kernel_file(ino), "inode {ino} left its memory file");

@@ -100,9 +100,6 @@ pub struct MemFile {
     /// of the FUSE file, so the bytes may move back into the heap at the
     /// last close (core/kfile.rs) without a stale cached copy to drop.
     fresh: AtomicBool,
-    /// Cached opens (through the kernel's page cache) made while the bytes
-    /// were here: with `pins`, whether anything holds the file open.
-    cached: AtomicU32,
 }
 
 /// [`MemFile::ghost`]: no ghost.
@@ -363,7 +360,6 @@ impl KernelStore {
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
             fresh: AtomicBool::new(false),
-            cached: AtomicU32::new(0),
         };
         f.absorb()?;
         Ok(f)
@@ -468,20 +464,6 @@ impl MemFile {
     /// Whether the file was made by a creating open and never had a cached open.
     pub fn is_fresh(&self) -> bool {
         self.fresh.load(Ordering::Relaxed)
-    }
-
-    /// A cached open of the file begins (true) or ends (false).
-    pub fn cached_open(&self, on: bool) {
-        if on {
-            self.cached.fetch_add(1, Ordering::Relaxed);
-        } else {
-            let _ = self.cached.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| p.checked_sub(1));
-        }
-    }
-
-    /// Whether any open (passthrough or cached, as counted here) holds the file.
-    pub fn is_open(&self) -> bool {
-        self.pinned() || self.cached.load(Ordering::Relaxed) > 0
     }
 
     /// Whether a passthrough open holds the file (its pages stay in RAM).

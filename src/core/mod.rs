@@ -44,7 +44,7 @@ mod rw;
 pub mod types;
 pub mod usage;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use dashmap::DashMap;
 
@@ -180,6 +180,9 @@ pub struct Fs {
     /// Of those, files deleted (no name left) that the kernel has not
     /// forgotten yet: their pages go when it does (core/kfile.rs).
     kernel_orphans: Mutex<HashSet<Ino>>,
+    /// Cached opens of regular files by inode (core/kfile.rs,
+    /// `Fs::cached_open`): whether a deleted memory file is still open.
+    cached_opens: Mutex<HashMap<Ino, u32>>,
     /// NUMA placement of file pages (core/place.rs).
     placement: Arc<numa::Placement>,
     /// The last (or running) `memfs migrate`.
@@ -212,6 +215,7 @@ impl Fs {
             kernel_new_files: AtomicBool::new(false),
             kernel_inos: Mutex::new(HashSet::new()),
             kernel_orphans: Mutex::new(HashSet::new()),
+            cached_opens: Mutex::new(HashMap::new()),
             placement: Arc::new(numa::Placement::new(cfg.numa, cfg.mpol)),
             migration: Mutex::default(),
             flags_enforceable: AtomicBool::new(false),

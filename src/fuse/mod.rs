@@ -410,10 +410,10 @@ impl Filesystem for MemFs {
         let c = caller(req);
         let result = self.fs.tmpfile(parent.0, mode, umask, &c);
         // The kernel opens the new file with this reply: a cached open.
-        let pt = self.passthrough.clone();
+        let (pt, core) = (self.passthrough.clone(), self.fs.clone());
         let send = move |reply: ReplyCreate, result: FsResult<crate::core::Attr>| {
             if let Ok(attr) = &result {
-                pt.opened_cached(attr.ino);
+                pt.opened_cached(&core, attr.ino);
             }
             let fh = if pt.enabled() { FH_CACHED } else { FileHandle(0) };
             reply_created(reply, result, fh)

@@ -215,14 +215,15 @@ impl Passthrough {
             fs.unpin_kernel_file(ino.0);
         }
         e.cached += 1;
-        let keep = !fs.cached_open_of_kernel_file(ino.0);
+        let keep = !fs.cached_open(ino.0);
         reply.opened(FH_CACHED, cached_open_flags(fs, ino.0, flags, keep));
     }
 
     /// A cached open the kernel made without an OPEN request (O_TMPFILE).
-    pub fn opened_cached(&self, ino: u64) {
+    pub fn opened_cached(&self, fs: &Fs, ino: u64) {
         if self.enabled() {
             self.opens.lock().entry(ino).or_default().cached += 1;
+            fs.cached_open(ino);
         }
     }
 
@@ -235,7 +236,7 @@ impl Passthrough {
         match fh {
             FH_CACHED => {
                 e.cached = e.cached.saturating_sub(1);
-                fs.cached_close_of_kernel_file(ino.0);
+                fs.cached_close(ino.0);
             }
             FH_PASSTHROUGH if e.passthrough > 0 => {
                 e.passthrough -= 1;

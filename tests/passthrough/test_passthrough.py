@@ -506,3 +506,37 @@ def test_a_new_file_passes_through_from_its_creating_open():
         assert r.returncode == 0, r.stderr
         with open(opt) as f:
             assert f.read() == "off\n"
+
+
+def test_a_deleted_file_still_open_keeps_its_pages_from_other_writers():
+    """A file opened (cached: O_NONBLOCK here) while its bytes were in the
+    heap, then moved into a memory file by a write and deleted while still
+    open, holds its pages: they are not lent to other writers as an unopened
+    deleted file's are, so a write elsewhere stops at size= as on tmpfs
+    (found by the differential test, seed 1424390153)."""
+    with memfs("size=1M,passthrough=on,passthrough_min=0") as mnt:
+        e = os.path.join(mnt, "e")
+        keep = os.open(e, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        try:
+            fd = os.open(e, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK)
+            os.write(fd, b"e" * (64 * 1024))
+            os.close(fd)
+            os.unlink(e)
+            t = os.open(mnt, os.O_TMPFILE | os.O_RDWR, 0o600)
+            try:
+                done, err = 0, None
+                data = b"t" * 1_000_000
+                while done < len(data):
+                    try:
+                        n = os.pwrite(t, data[done:], 3 * MIB + done)
+                    except OSError as x:
+                        err = x.errno
+                        break
+                    done += n
+                # 256 pages, 16 of them still e's.
+                assert (done, err) == (240 * PAGE, errno.ENOSPC)
+            finally:
+                os.close(t)
+            assert os.pread(keep, 10, 0) == b"e" * 10
+        finally:
+            os.close(keep)
