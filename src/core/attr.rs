@@ -205,7 +205,7 @@ impl Fs {
     /// file opened before the immutable flag was set goes through.
     fn check_setattr_flags(&self, inode: &Inode, req: &SetAttr) -> FsResult<()> {
         use super::fileattr::{FS_APPEND_FL, FS_IMMUTABLE_FL};
-        let f = inode.meta().fsflags;
+        let f = inode.meta().fsflags();
         if f & (FS_IMMUTABLE_FL | FS_APPEND_FL) == 0 {
             return Ok(());
         }

@@ -59,7 +59,7 @@ pub fn inherit(parent: u32) -> u32 {
 
 /// Whether a read of this inode may update its access time (per-inode rule).
 pub fn atime_allowed(m: &Meta) -> bool {
-    m.fsflags & FS_NOATIME_FL == 0
+    m.fsflags() & FS_NOATIME_FL == 0
 }
 
 impl Fs {
@@ -79,7 +79,7 @@ impl Fs {
 
     /// EPERM if `inode`'s immutable or append-only flag forbids `change`.
     pub(super) fn check_flags(&self, inode: &Inode, change: Change) -> FsResult<()> {
-        let f = inode.meta().fsflags;
+        let f = inode.meta().fsflags();
         let (imm, app) = (f & FS_IMMUTABLE_FL != 0, f & FS_APPEND_FL != 0);
         let refused = match change {
             Change::Inode | Change::RemoveEntry => imm || app,
@@ -97,14 +97,14 @@ impl Fs {
     /// immutable file, or an append-only one without O_APPEND.
     pub fn open_refused(&self, ino: Ino, flags: i32) -> bool {
         let Ok(inode) = self.get(ino) else { return false };
-        let f = inode.meta().fsflags;
+        let f = inode.meta().fsflags();
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         writes && (f & FS_IMMUTABLE_FL != 0 || (f & FS_APPEND_FL != 0 && flags & libc::O_APPEND == 0))
     }
 
     /// The inode's flags (regular files and directories only: ENOTTY otherwise).
     pub fn fsflags(&self, ino: Ino) -> FsResult<u32> {
-        Ok(self.flagged(ino)?.meta().fsflags)
+        Ok(self.flagged(ino)?.meta().fsflags())
     }
 
     /// Replace the inode's flags; sets ctime, as tmpfs does.
@@ -114,7 +114,9 @@ impl Fs {
             return Err(FsError::NotSupported);
         }
         let mut m = inode.meta();
-        m.fsflags = flags;
+        let before = super::inode::extra_bytes(m.extra.as_deref());
+        m.set_fsflags(flags); // may make the inode's Extra: counted as metadata
+        self.usage.account_meta(super::inode::extra_bytes(m.extra.as_deref()) as i64 - before as i64);
         m.ctime = Timespec::now();
         Ok(())
     }

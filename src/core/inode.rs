@@ -51,19 +51,20 @@ pub struct Extra {
     pub acl_access: Option<Box<[u8]>>,
     /// system.posix_acl_default (directories only).
     pub acl_default: Option<Box<[u8]>>,
+    /// A device node's number.
+    pub rdev: u32,
+    /// Inode flags kept for lsattr/chattr (core/fileattr.rs).
+    pub fsflags: u32,
 }
 
 /// Mutable metadata of an inode (level-2 lock).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Meta {
     /// Permission bits plus suid/sgid/sticky.
     pub perm: u32,
     pub nlink: u32,
     pub uid: u32,
     pub gid: u32,
-    pub rdev: u32,
-    /// Inode flags kept for lsattr/chattr (core/fileattr.rs); fills what was padding.
-    pub fsflags: u32,
     pub size: u64,
     /// Pages charged to this inode (data pages, or a long symlink's page).
     pub pages: u64,
@@ -77,6 +78,23 @@ pub struct Meta {
 impl Meta {
     pub fn extra_mut(&mut self) -> &mut Extra {
         self.extra.get_or_insert_with(Default::default)
+    }
+
+    /// A device node's number (0 for everything else).
+    pub fn rdev(&self) -> u32 {
+        self.extra.as_ref().map_or(0, |e| e.rdev)
+    }
+
+    /// The inode flags (lsattr/chattr), in [`Extra`]: few inodes have any
+    /// (issue 14: every byte of an empty file counts).
+    pub fn fsflags(&self) -> u32 {
+        self.extra.as_ref().map_or(0, |e| e.fsflags)
+    }
+
+    pub fn set_fsflags(&mut self, flags: u32) {
+        if flags != 0 || self.extra.is_some() {
+            self.extra_mut().fsflags = flags;
+        }
     }
 
     /// Mark a change to contents: mtime and ctime are now.
@@ -245,7 +263,7 @@ impl Inode {
             nlink: m.nlink,
             uid: m.uid,
             gid: m.gid,
-            rdev: m.rdev,
+            rdev: m.rdev(),
             size: m.size,
             blocks: m.pages * 8,
             atime: m.atime,
@@ -264,8 +282,9 @@ impl Inode {
 /// a directory's index headers, a symlink's target, xattrs and ACLs.
 fn meta_bytes(kind: Kind, content: &Content, m: &Meta) -> u64 {
     // The `Arc`'s allocation (the inode, the Arc's 16-byte header and
-    // malloc's 8, in 16-byte steps) and the table's slot with its room.
-    let base = (std::mem::size_of::<Inode>() as u64 + 16 + 8).next_multiple_of(16) + 24;
+    // malloc's 8, in 16-byte steps) and the table's slot with its room (a
+    // pointer and a control byte, at about two-thirds load: table.rs).
+    let base = (std::mem::size_of::<Inode>() as u64 + 16 + 8).next_multiple_of(16) + 14;
     let body = match content {
         Content::Dir(_) => std::mem::size_of::<DirNode>() as u64,
         Content::Symlink(t) => t.len() as u64,

@@ -144,7 +144,7 @@ impl Fs {
     /// Inodes whose bytes are in memory files (forgetting those gone).
     pub(super) fn kernel_file_inos(&self) -> Vec<Ino> {
         let mut set = self.kernel_inos.lock();
-        set.retain(|&ino| self.inodes.contains_key(&ino));
+        set.retain(|&ino| self.inodes.contains(ino));
         set.iter().copied().collect()
     }
 

@@ -41,12 +41,11 @@ pub mod pager;
 mod place;
 mod reclaim;
 mod rw;
+mod table;
 pub mod types;
 pub mod usage;
 
 use std::collections::{HashMap, HashSet};
-
-use dashmap::DashMap;
 
 pub use attr::{XATTR_CREATE, XATTR_REPLACE};
 pub use dir::DirIndex;
@@ -140,7 +139,7 @@ fn table_is_oversized(len: usize, capacity: usize) -> bool {
 /// A memory file system.
 #[derive(Debug)]
 pub struct Fs {
-    inodes: DashMap<Ino, Arc<Inode>>,
+    inodes: table::InodeTable,
     next_ino: AtomicU64,
     usage: Arc<Usage>,
     /// Level 0: serializes renames between different directories, so the
@@ -197,7 +196,7 @@ impl Fs {
         let usage = Arc::new(Usage::new(cfg.max_pages, cfg.max_inodes));
         usage.set_max_meta(cfg.max_meta_bytes);
         let fs = Fs {
-            inodes: DashMap::new(),
+            inodes: table::InodeTable::new(),
             next_ino: AtomicU64::new(ROOT_INO + 1),
             usage: usage.clone(),
             rename_lock: Mutex::new(()),
@@ -232,8 +231,6 @@ impl Fs {
             nlink: 2,
             uid: cfg.root_uid,
             gid: cfg.root_gid,
-            rdev: 0,
-            fsflags: 0,
             size: 2 * DIRENT_SIZE,
             pages: 0,
             atime: now,
@@ -246,13 +243,13 @@ impl Fs {
         let root = Inode::new(ROOT_INO, Kind::Dir, meta, root_dir, usage);
         // The kernel's reference to the root is implicit and never forgotten.
         root.add_lookup();
-        fs.inodes.insert(ROOT_INO, Arc::new(root));
+        fs.inodes.insert(Arc::new(root));
         fs
     }
 
     /// The inode `ino`, or ESTALE if the kernel names one we no longer have.
     fn get(&self, ino: Ino) -> FsResult<Arc<Inode>> {
-        self.inodes.get(&ino).map(|r| r.value().clone()).ok_or(FsError::Stale)
+        self.inodes.get(ino).ok_or(FsError::Stale)
     }
 
     /// The kernel dropped `n` references to `ino`.
@@ -276,7 +273,7 @@ impl Fs {
         if ino == ROOT_INO || !self.get(ino).is_ok_and(|i| i.is_unreferenced()) {
             return;
         }
-        if self.inodes.remove_if(&ino, |_, inode| inode.lookups() == 0).is_some() {
+        if self.inodes.remove_if(ino, |inode| inode.lookups() == 0).is_some() {
             self.orphans.fetch_sub(1, Ordering::AcqRel);
             self.linkable.lock().remove(&ino);
             if self.kernel_orphans.lock().remove(&ino) {
@@ -320,7 +317,7 @@ impl Fs {
             data.get_mut().attach(p.clone(), ino);
         }
         let inode = Arc::new(Inode::new(ino, kind, meta, content, self.usage.clone()));
-        self.inodes.insert(ino, inode.clone());
+        self.inodes.insert(inode.clone());
         inode
     }
 

@@ -66,7 +66,7 @@ fn inherit(node: &NewNode<'_>, parent: &Meta, caller: &Caller) -> Inherited {
     let sgid_dir = parent.perm & mode::S_ISGID != 0;
     let gid = if sgid_dir { parent.gid } else { caller.gid };
     let mut perm = node.perm & mode::PERM_MASK;
-    let fsflags = fileattr::inherit(parent.fsflags);
+    let fsflags = fileattr::inherit(parent.fsflags());
     if node.kind == Kind::Symlink {
         return Inherited { perm: 0o777, gid, fsflags, acl_access: None, acl_default: None, cache_xattr: None };
     }
@@ -113,11 +113,17 @@ fn new_inode(
         (Kind::Symlink, Some(t)) => (t.len() as u64, 1, Content::Symlink(t.into())),
         (k, _) => (0, 1, Content::Special(k)),
     };
-    let extra = (inherited.acl_access.is_some() || inherited.acl_default.is_some() || inherited.cache_xattr.is_some())
+    let extra = (inherited.acl_access.is_some()
+        || inherited.acl_default.is_some()
+        || inherited.cache_xattr.is_some()
+        || inherited.fsflags != 0
+        || node.rdev != 0)
         .then(|| {
             let mut e = super::inode::Extra {
                 acl_access: inherited.acl_access,
                 acl_default: inherited.acl_default,
+                rdev: node.rdev,
+                fsflags: inherited.fsflags,
                 ..Default::default()
             };
             if let Some(v) = inherited.cache_xattr {
@@ -130,8 +136,6 @@ fn new_inode(
         nlink,
         uid: caller.uid,
         gid: inherited.gid,
-        rdev: node.rdev,
-        fsflags: inherited.fsflags,
         size,
         pages,
         atime: now,

@@ -481,7 +481,8 @@ fn the_inode_table_shrinks_regrows_and_stays_right_under_concurrent_use() {
 /// directories, the kind derived and a file's rare parts boxed together).
 #[test]
 fn an_inode_fits_its_budget() {
-    assert!(std::mem::size_of::<inode::Inode>() <= 184, "{}", std::mem::size_of::<inode::Inode>());
+    // 168 bytes and the Arc's 16 make a 192-byte malloc chunk (208 from 184).
+    assert!(std::mem::size_of::<inode::Inode>() <= 168, "{}", std::mem::size_of::<inode::Inode>());
     assert_eq!(std::mem::size_of::<Timespec>(), 12);
 }
 
