@@ -49,17 +49,20 @@ def test_rss_follows_deletes():
                 assert f.read() == b"kept"
 
 
-def settled_rss(pid, timeout=15.0):
-    """RSS once the idle trim has run: it stops falling for two seconds."""
+def settled_rss(pid, enough, timeout=30.0):
+    """RSS once the idle trim has given memory back: as soon as it is down
+    to `enough`, else what it is when the time is up. The trim waits for a
+    second without requests, and the kernel's FORGETs of deleted inodes
+    keep coming for a while after the last unlink (longer on a loaded
+    machine: CI32 saw RSS still at its peak two seconds after the unlinks,
+    where this used to call it settled)."""
     deadline = time.monotonic() + timeout
-    last = rss_bytes(pid)
     while time.monotonic() < deadline:
-        time.sleep(2.0)
+        time.sleep(1.0)
         now = rss_bytes(pid)
-        if now >= last:
+        if now <= enough:
             return now
-        last = now
-    return last
+    return rss_bytes(pid)
 
 
 def metadata_bytes(mnt):
@@ -105,10 +108,10 @@ def test_memory_comes_back_after_mass_deletion_and_metadata_bytes_is_honest():
             f"metadata_bytes grew {meta} for {grown} bytes of RSS ({meta / n:.0f} vs {grown / n:.0f} a file)"
         assert grown / n <= 330, f"{grown / n:.0f} bytes of RSS per empty file"
         empty()
-        first = settled_rss(pid)
+        first = settled_rss(pid, enough=fresh * 1.1 + 8 * MIB)
         fill()
         empty()
-        second = settled_rss(pid)
+        second = settled_rss(pid, enough=first + 2 * MIB)
         print(f"fresh {fresh >> 10} KiB, per file {grown / n:.0f} B (metadata_bytes {meta / n:.0f}), "
               f"after deleting {first >> 10} KiB, again {second >> 10} KiB")
         assert second <= first + 2 * MIB, (fresh, first, second)
