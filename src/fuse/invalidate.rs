@@ -58,10 +58,27 @@ impl Invalidator {
         }
     }
 
+    /// What [`Invalidator::drop_attrs`] needs, for a part of the adapter
+    /// that does not hold the invalidator (the passthrough table).
+    pub fn attr_dropper(&self) -> AttrDropper {
+        AttrDropper(self.notifier.clone())
+    }
+
     /// Ask the kernel to forget what it caches of `len` bytes at `off` of `ino`.
     pub fn drop_cached(&self, ino: u64, off: u64, len: u64) {
         let off = i64::try_from(off).unwrap_or(i64::MAX);
         let len = i64::try_from(len).unwrap_or(i64::MAX);
         let _ = self.tx.lock().send((ino, off, len));
+    }
+}
+
+/// Drops an inode's cached attributes, as [`Invalidator::drop_attrs`] does.
+pub struct AttrDropper(Arc<OnceLock<Notifier>>);
+
+impl AttrDropper {
+    pub fn drop_attrs(&self, ino: u64) {
+        if let Some(n) = self.0.get() {
+            let _ = n.inval_inode(INodeNo(ino), -1, 0);
+        }
     }
 }

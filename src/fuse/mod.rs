@@ -106,7 +106,7 @@ impl MemFs {
             // One daemon serves one mount, so this is the mount's setting.
             let _ = FILE_TTL.set(Duration::ZERO);
         }
-        let passthrough = Arc::new(Passthrough::new(stats.clone()));
+        let passthrough = Arc::new(Passthrough::new(stats.clone(), invalidator.attr_dropper()));
         // strictatime at mount: OPEN and OPENDIR are answered from the first
         // one (an ENOSYS would stop them for the connection's life).
         let strict_opens = fs.strictatime();
@@ -175,11 +175,13 @@ impl MemFs {
 }
 
 /// How long the kernel may keep names and attributes of this mount's
-/// files: `TTL`, or zero under `cache=none` (set once, at mount).
+/// files: `TTL`, or zero under `cache=none` (set once, at mount), and zero
+/// for a file with a passthrough open for reading and writing
+/// (`passthrough::attrs_volatile`).
 static FILE_TTL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
 
 fn ttl(ino: u64) -> &'static Duration {
-    if is_ctl_ino(ino) {
+    if is_ctl_ino(ino) || passthrough::attrs_volatile(ino) {
         &CTL_TTL
     } else {
         FILE_TTL.get().unwrap_or(&TTL)

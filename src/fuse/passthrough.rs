@@ -27,10 +27,13 @@
 
 use std::collections::HashMap;
 use std::os::fd::BorrowedFd;
+use std::sync::atomic::AtomicUsize;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use fuser::{BackingId, Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyOpen};
 
+use super::invalidate::AttrDropper;
 use crate::core::{AtimeReads, Fs};
 use crate::ctl::stats::Stats;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
@@ -38,6 +41,53 @@ use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
 /// File handles say which kind of open a RELEASE ends.
 pub const FH_CACHED: FileHandle = FileHandle(1);
 pub const FH_PASSTHROUGH: FileHandle = FileHandle(2);
+/// A passthrough open for reading and writing: one that can write through
+/// a shared mapping (`attrs_volatile`).
+pub const FH_PASSTHROUGH_RW: FileHandle = FileHandle(3);
+
+/// Inodes with passthrough opens for reading and writing, by count. Through
+/// such an open a process can write into the memory file by a shared
+/// mapping, and a write fault updates the memory file's mtime and ctime
+/// without a word to the FUSE inode (fs/fuse/passthrough.c has no hook for
+/// it, where write(2) has `fuse_passthrough_end_write`, which drops the
+/// cached attributes): while one lasts, the file's attributes and name are
+/// answered uncached, so that each stat asks memfs, which takes the memory
+/// file's times in (xfstests generic/215: mtime after a mapped write).
+/// Process-wide, as the TTL it changes is (one mount a daemon).
+static RW_OPENS: LazyLock<std::sync::Mutex<HashMap<u64, u32>>> = LazyLock::new(Default::default);
+/// Entries in [`RW_OPENS`]: the common case (none) costs one load.
+static RW_FILES: AtomicUsize = AtomicUsize::new(0);
+
+fn rw_opens() -> std::sync::MutexGuard<'static, HashMap<u64, u32>> {
+    RW_OPENS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether `ino`'s attributes must not be cached by the kernel now.
+pub fn attrs_volatile(ino: u64) -> bool {
+    RW_FILES.load(Ordering::Relaxed) > 0 && rw_opens().contains_key(&ino)
+}
+
+/// One more (`true`) or one fewer passthrough open for reading and writing
+/// of `ino`; whether it was the first.
+fn count_rw(ino: u64, on: bool) -> bool {
+    let mut m = rw_opens();
+    if on {
+        let n = m.entry(ino).or_insert(0);
+        *n += 1;
+        if *n == 1 {
+            RW_FILES.fetch_add(1, Ordering::Relaxed);
+        }
+        return *n == 1;
+    }
+    if let Some(n) = m.get_mut(&ino) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(&ino);
+            RW_FILES.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    false
+}
 
 /// What answers an open: an OPEN's reply, or a CREATE's, which opens the
 /// file it made (one round trip where MKNOD then OPEN took two).
@@ -83,7 +133,9 @@ impl OpenReply for Created {
         self.reply.created(self.ttl, &self.attr, self.generation, fh, flags)
     }
     fn opened_passthrough(self, fh: FileHandle, flags: FopenFlags, id: &BackingId) {
-        self.reply.created_passthrough(self.ttl, &self.attr, self.generation, fh, flags, id)
+        // Decided only now: a creating open for reading and writing.
+        let ttl = if fh == FH_PASSTHROUGH_RW { &Duration::ZERO } else { self.ttl };
+        self.reply.created_passthrough(ttl, &self.attr, self.generation, fh, flags, id)
     }
     fn error(self, err: Errno) {
         self.reply.error(err)
@@ -131,11 +183,33 @@ pub struct Passthrough {
     opens: Mutex<HashMap<u64, Opens>>,
     /// Backing files the kernel refused to register (logged once).
     refused: AtomicBool,
+    /// Drops a file's cached attributes at its first passthrough open for
+    /// reading and writing ([`RW_OPENS`]).
+    attrs: AttrDropper,
 }
 
 impl Passthrough {
-    pub fn new(stats: Arc<Stats>) -> Passthrough {
-        Passthrough { stats, enabled: AtomicBool::new(false), opens: Mutex::default(), refused: AtomicBool::new(false) }
+    pub fn new(stats: Arc<Stats>, attrs: AttrDropper) -> Passthrough {
+        Passthrough {
+            stats,
+            enabled: AtomicBool::new(false),
+            opens: Mutex::default(),
+            refused: AtomicBool::new(false),
+            attrs,
+        }
+    }
+
+    /// The file handle of a passthrough open of `ino` with open(2) flags
+    /// `flags`, counting one for reading and writing ([`RW_OPENS`]): the
+    /// attributes the kernel caches from before go, before the reply.
+    fn passthrough_fh(&self, ino: u64, flags: i32) -> FileHandle {
+        if flags & libc::O_ACCMODE != libc::O_RDWR {
+            return FH_PASSTHROUGH;
+        }
+        if count_rw(ino, true) {
+            self.attrs.drop_attrs(ino);
+        }
+        FH_PASSTHROUGH_RW
     }
 
     pub fn enable(&self) {
@@ -181,7 +255,7 @@ impl Passthrough {
             e.passthrough += 1;
             self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);
             self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
-            return reply.opened_passthrough(FH_PASSTHROUGH, FopenFlags::FOPEN_NOFLUSH, id);
+            return reply.opened_passthrough(self.passthrough_fh(ino.0, flags), FopenFlags::FOPEN_NOFLUSH, id);
         }
         // Pinning moves the file into a memory file if it qualifies, pages
         // it in whole under ram=, and keeps its pages in RAM while open.
@@ -210,7 +284,7 @@ impl Passthrough {
                 }
                 self.stats.passthrough_opens.fetch_add(1, Ordering::Relaxed);
                 self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
-                return reply.opened_passthrough(FH_PASSTHROUGH, FopenFlags::FOPEN_NOFLUSH, id);
+                return reply.opened_passthrough(self.passthrough_fh(ino.0, flags), FopenFlags::FOPEN_NOFLUSH, id);
             }
             fs.unpin_kernel_file(ino.0);
         }
@@ -238,7 +312,10 @@ impl Passthrough {
                 e.cached = e.cached.saturating_sub(1);
                 fs.cached_close(ino.0);
             }
-            FH_PASSTHROUGH if e.passthrough > 0 => {
+            FH_PASSTHROUGH | FH_PASSTHROUGH_RW if e.passthrough > 0 => {
+                if fh == FH_PASSTHROUGH_RW {
+                    count_rw(ino.0, false);
+                }
                 e.passthrough -= 1;
                 self.stats.passthrough_opens.fetch_sub(1, Ordering::Relaxed);
                 if e.passthrough == 0 {
@@ -254,7 +331,8 @@ impl Passthrough {
             opens.remove(&ino.0);
         }
         drop(opens);
-        if fh == FH_PASSTHROUGH {
+        let passthrough = fh == FH_PASSTHROUGH || fh == FH_PASSTHROUGH_RW;
+        if passthrough {
             // What the passthrough writers did shows in stats and df now,
             // and the pager may page the file out again.
             fs.unpin_kernel_file(ino.0);
@@ -264,7 +342,7 @@ impl Passthrough {
         }
         // The kernel's limit on memory files matters to passthrough writers
         // only: with none left, the next passthrough open sets it.
-        if fh == FH_PASSTHROUGH && self.stats.passthrough_opens.load(Ordering::Relaxed) > 0 {
+        if passthrough && self.stats.passthrough_opens.load(Ordering::Relaxed) > 0 {
             fs.rebalance_kernel_limit();
         }
         last_cached && fs.in_kernel_file(ino.0)

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -540,3 +541,42 @@ def test_a_deleted_file_still_open_keeps_its_pages_from_other_writers():
             assert os.pread(keep, 10, 0) == b"e" * 10
         finally:
             os.close(keep)
+
+
+def statx_times(path):
+    """(mtime, ctime) in ns as stat(1) gets them: statx(2) for the fields
+    asked, the call that found the stale times (os.stat's stat(2) did not)."""
+    out = subprocess.run(["stat", "-c", "%.9Y %.9Z", path], capture_output=True, text=True, check=True).stdout
+    return tuple(int(x.replace(".", "")) for x in out.split())
+
+
+def test_a_write_through_a_shared_mapping_updates_mtime_and_ctime():
+    """The kernel updates a memory file's times on a write fault without
+    telling the FUSE inode; memfs must show them as tmpfs does, after the
+    mapping and while it lasts (xfstests generic/215: mapped, written,
+    unmapped, closed, then stat(1))."""
+    with memfs("size=64M,passthrough=on,passthrough_min=1m") as mnt:
+        p = os.path.join(mnt, "mapped")
+        make_file(p, 2 * MIB)
+        before = statx_times(p)
+        time.sleep(0.05)
+        fd = os.open(p, os.O_RDWR)
+        try:
+            assert pt_stats(mnt)["passthrough_opens"] == 1
+            with mmap.mmap(fd, PAGE) as m:
+                m[0:4] = b"abcd"
+        finally:
+            os.close(fd)
+        after = statx_times(p)
+        assert after[0] > before[0] and after[1] > before[1], (before, after)
+        assert read_file(p)[:4] == b"abcd"
+        # While the mapping lasts.
+        time.sleep(0.05)
+        fd = os.open(p, os.O_RDWR)
+        try:
+            with mmap.mmap(fd, PAGE) as m:
+                m[4:8] = b"efgh"
+                during = statx_times(p)
+                assert during[0] > after[0], (after, during)
+        finally:
+            os.close(fd)
