@@ -550,3 +550,26 @@ fn rename_into_a_removed_directory_is_not_found() {
     assert_eq!(fs.lookup(ROOT_INO, b"f").map(|a| a.ino), Ok(f));
     assert_eq!(fs.getattr(f).unwrap().nlink, 1);
 }
+
+#[test]
+fn copy_range_copies_stops_at_the_source_end_and_at_size() {
+    use super::fileattr::FS_IMMUTABLE_FL;
+    let fs = fs_with(4, 0);
+    let (src, dst) = (file(&fs, ROOT_INO, "src").ino, file(&fs, ROOT_INO, "dst").ino);
+    let bytes: Vec<u8> = (0..6000u32).map(|i| (i % 251) as u8).collect();
+    fs.write(src, 0, &bytes, &ME).unwrap();
+    // Short at the source's end; the destination grows where it is written.
+    assert_eq!(fs.copy_range(src, 1000, dst, 100, 1 << 20, &ME), Ok(5000));
+    assert_eq!(fs.read(dst, 0, 8192).unwrap(), [vec![0; 100], bytes[1000..].to_vec()].concat());
+    assert_eq!(fs.copy_range(src, 6000, dst, 0, 10, &ME), Ok(0), "nothing past the source's end");
+    // Stopped by size= (4 pages: src has 2, dst 2): short, as a write is,
+    // and ENOSPC when nothing fits.
+    assert_eq!(fs.copy_range(src, 0, dst, 5100, 6000, &ME), Ok(8192 - 5100));
+    assert_eq!(fs.copy_range(src, 0, dst, 8192, 6000, &ME), Err(FsError::NoSpace));
+    fs.set_flags_enforceable(true);
+    fs.set_fsflags(dst, FS_IMMUTABLE_FL).unwrap();
+    assert_eq!(fs.copy_range(src, 0, dst, 0, 10, &ME), Err(FsError::NotPermitted));
+    fs.set_fsflags(dst, 0).unwrap();
+    assert_eq!(fs.copy_range(src, 0, dst, 0, 10, &ME), Ok(10));
+    assert_eq!(fs.copy_range(ROOT_INO, 0, dst, 0, 10, &ME), Err(FsError::IsDir));
+}

@@ -44,10 +44,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use fuser::{
-    Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    CopyFileRangeFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags as FuseRenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyStatx, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::core::cache::CachePolicy;
@@ -821,6 +821,34 @@ impl Filesystem for MemFs {
                 }
                 reply.ioctl(0, &out)
             }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// COPY_FILE_RANGE: the copy in the core, one request instead of a READ
+    /// and a WRITE per page. Control files are left to the kernel's own
+    /// copy (EOPNOTSUPP falls back for this call only; ENOSYS would turn
+    /// the request off for the connection).
+    fn copy_file_range(
+        &self,
+        req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        if self.ctl(ino_in).is_some() || self.ctl(ino_out).is_some() {
+            return reply.error(Errno::EOPNOTSUPP);
+        }
+        // The reply says how much in 32 bits (the kernel asks for at most that).
+        let len = len.min(u64::from(u32::MAX) & !(crate::core::types::PAGE_SIZE - 1));
+        match self.fs.copy_range(ino_in.0, offset_in, ino_out.0, offset_out, len, &caller(req)) {
+            Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(e)),
         }
     }

@@ -154,12 +154,24 @@ def outcome(fn):
 def test_immutable_file(fs_kind, fs_root, fs_dir):
     f = os.path.join(fs_dir, "f")
     write_file(f, b"data")
+    src = os.path.join(fs_dir, "src")
+    write_file(src, b"copied")
+
+    def copy_into(fd):
+        s = os.open(src, os.O_RDONLY)
+        try:
+            os.copy_file_range(s, fd, 6, 0, 0)
+        finally:
+            os.close(s)
     old = os.open(f, os.O_WRONLY)  # opened before the flag: still writes, as on tmpfs
     try:
         if not keeps_i_and_a(fs_kind, fs_root, f, IMMUTABLE):
             return
         try:
             got = {
+                # ...but copy_file_range into it is refused (the VFS checks
+                # the flag; xfstests generic/553).
+                "copy_file_range through an older open": outcome(lambda: copy_into(old)),
                 "open for writing": outcome(lambda: os.close(os.open(f, os.O_WRONLY))),
                 "open O_RDONLY|O_TRUNC": outcome(lambda: os.close(os.open(f, os.O_RDONLY | os.O_TRUNC))),
                 "read": outcome(lambda: open(f, "rb").read()),
@@ -183,7 +195,7 @@ def test_immutable_file(fs_kind, fs_root, fs_dir):
         "open for writing": "EPERM", "open O_RDONLY|O_TRUNC": "EPERM", "read": "ok",
         "write through an older open": "ok", "touch (times to now)": "EPERM", "chmod": "EPERM", "chown": "EPERM",
         "truncate by path": "EPERM", "setxattr": "EPERM", "link": "EPERM", "rename": "EPERM", "unlink": "EPERM",
-        "fallocate": "EPERM", "nodump beside it": "ok",
+        "fallocate": "EPERM", "nodump beside it": "ok", "copy_file_range through an older open": "EPERM",
     }
     assert open(f, "rb").read() == b"Data", "only the older open wrote"
 
