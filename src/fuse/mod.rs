@@ -849,7 +849,13 @@ impl Filesystem for MemFs {
         let len = len.min(u64::from(u32::MAX) & !(crate::core::types::PAGE_SIZE - 1));
         match self.fs.copy_range(ino_in.0, offset_in, ino_out.0, offset_out, len, &caller(req)) {
             Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => {
+                // A copy that fails (ENOSPC) still sets the destination's
+                // mtime and ctime, as tmpfs's does; the kernel updates its
+                // cached attributes only after a copy that succeeded.
+                self.invalidator.drop_attrs(ino_out.0);
+                reply.error(errno(e))
+            }
         }
     }
 
