@@ -346,6 +346,19 @@ impl Fs {
         self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs") && self.rebalance_kernel_limit()
     }
 
+    /// Whether the private tmpfs holds more pages than the memory files
+    /// memfs knows of: pages of deleted memory files that the kernel has
+    /// not let go yet. It frees them a few milliseconds after the file's
+    /// last FORGET and RELEASE (the backing file's last reference is
+    /// dropped from deferred work), so an ENOSPC from the private tmpfs
+    /// meanwhile is space on its way back (src/fuse/parked.rs). Also true
+    /// while passthrough writers hold pages memfs has not taken in yet:
+    /// then an ENOSPC only waits its grace before it is answered.
+    pub fn kernel_space_returning(&self) -> bool {
+        let Some(store) = &self.kernel_store else { return false };
+        store.used_pages().is_some_and(|used| used > self.usage.kernel_pages())
+    }
+
     /// As [`Fs::rebalance_kernel_limit`], with `moving` pages of a heap
     /// file about to move into a memory file counted as theirs.
     fn rebalance_kernel_limit_moving(&self, moving: u64) -> bool {

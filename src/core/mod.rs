@@ -252,6 +252,12 @@ impl Fs {
         self.inodes.get(ino).ok_or(FsError::Stale)
     }
 
+    /// Whether the table still holds `ino` (a deleted inode leaves it at
+    /// its last FORGET).
+    pub fn exists(&self, ino: Ino) -> bool {
+        self.inodes.get(ino).is_some()
+    }
+
     /// The kernel dropped `n` references to `ino`.
     pub fn forget(&self, ino: Ino, n: u64) {
         if ino == ROOT_INO {

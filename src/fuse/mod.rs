@@ -113,9 +113,18 @@ impl MemFs {
         MemFs { fs, ctl, stats, invalidator, parked, pt_plan, passthrough, strict_opens }
     }
 
-    /// Whether a failed `result` should wait for space being freed.
-    fn should_park<T>(&self, result: &FsResult<T>) -> bool {
-        matches!(result, Err(FsError::NoSpace)) && (self.fs.orphans() > 0 || self.parked.forget_racing())
+    /// Whether a failed `result` should wait for space being freed: by a
+    /// FORGET of a deleted inode, by the RELEASE of a deleted memory file's
+    /// last passthrough open, or by the kernel letting go of a deleted
+    /// memory file's pages after both.
+    /// `t0`: [`Parked::clock`] when the operation began (a long one, such
+    /// as a 1 GiB fallocate, can fail on space that came back meanwhile).
+    fn should_park<T>(&self, result: &FsResult<T>, t0: u64) -> bool {
+        matches!(result, Err(FsError::NoSpace))
+            && (self.fs.orphans() > 0
+                || self.parked.forget_racing(t0)
+                || self.passthrough.holds_forgotten(&self.fs)
+                || self.fs.kernel_space_returning())
     }
 
     /// Park `op`, retried after each FORGET until it no longer runs out of
@@ -394,8 +403,9 @@ impl Filesystem for MemFs {
             return reply.error(errno(ctl.refuse()));
         }
         let c = caller(req);
+        let t0 = self.parked.clock();
         let result = self.fs.mknod(parent.0, bytes(name), mode, umask, rdev, &c);
-        if self.should_park(&result) {
+        if self.should_park(&result, t0) {
             let (fs, name) = (self.fs.clone(), name.to_owned());
             return self.park(reply, move || fs.mknod(parent.0, name.as_bytes(), mode, umask, rdev, &c), reply_entry);
         }
@@ -410,6 +420,7 @@ impl Filesystem for MemFs {
             return reply.error(errno(ctl.refuse()));
         }
         let c = caller(req);
+        let t0 = self.parked.clock();
         let result = self.fs.tmpfile(parent.0, mode, umask, &c);
         // The kernel opens the new file with this reply: a cached open.
         let (pt, core) = (self.passthrough.clone(), self.fs.clone());
@@ -420,7 +431,7 @@ impl Filesystem for MemFs {
             let fh = if pt.enabled() { FH_CACHED } else { FileHandle(0) };
             reply_created(reply, result, fh)
         };
-        if self.should_park(&result) {
+        if self.should_park(&result, t0) {
             let fs = self.fs.clone();
             return self.park(reply, move || fs.tmpfile(parent.0, mode, umask, &c), send);
         }
@@ -432,8 +443,9 @@ impl Filesystem for MemFs {
             return reply.error(errno(ctl.refuse()));
         }
         let c = caller(req);
+        let t0 = self.parked.clock();
         let result = self.fs.mkdir(parent.0, bytes(name), mode, umask, &c);
-        if self.should_park(&result) {
+        if self.should_park(&result, t0) {
             let (fs, name) = (self.fs.clone(), name.to_owned());
             return self.park(reply, move || fs.mkdir(parent.0, name.as_bytes(), mode, umask, &c), reply_entry);
         }
@@ -459,8 +471,9 @@ impl Filesystem for MemFs {
             return reply.error(errno(ctl.refuse()));
         }
         let c = caller(req);
+        let t0 = self.parked.clock();
         let result = self.fs.symlink(parent.0, bytes(link_name), target.as_os_str().as_bytes(), &c);
-        if self.should_park(&result) {
+        if self.should_park(&result, t0) {
             let (fs, name, target) = (self.fs.clone(), link_name.to_owned(), target.to_owned());
             let op = move || fs.symlink(parent.0, name.as_bytes(), target.as_os_str().as_bytes(), &c);
             return self.park(reply, op, reply_entry);
@@ -501,8 +514,9 @@ impl Filesystem for MemFs {
         if let Some(ctl) = self.ctl(ino).or(self.ctl(newparent)) {
             return reply.error(errno(ctl.refuse()));
         }
+        let t0 = self.parked.clock();
         let result = self.fs.link(ino.0, newparent.0, bytes(newname));
-        if self.should_park(&result) {
+        if self.should_park(&result, t0) {
             let (fs, name) = (self.fs.clone(), newname.to_owned());
             return self.park(reply, move || fs.link(ino.0, newparent.0, name.as_bytes()), reply_entry);
         }
@@ -552,6 +566,7 @@ impl Filesystem for MemFs {
             return reply.error(Errno::ENOSYS);
         }
         let c = caller(req);
+        let t0 = self.parked.clock();
         let result = self.fs.mknod(parent.0, bytes(name), mode, umask, 0, &c);
         let (fs, pt) = (self.fs.clone(), self.passthrough.clone());
         let send = move |reply: ReplyCreate, result: FsResult<crate::core::Attr>| match result {
@@ -562,7 +577,7 @@ impl Filesystem for MemFs {
             }
             Err(e) => reply.error(errno(e)),
         };
-        if self.should_park(&result) {
+        if self.should_park(&result, t0) {
             let (fs, name) = (self.fs.clone(), name.to_owned());
             return self.park(reply, move || fs.mknod(parent.0, name.as_bytes(), mode, umask, 0, &c), send);
         }
@@ -585,6 +600,8 @@ impl Filesystem for MemFs {
             self.invalidator.drop_cached(ino.0, 0, 0);
         }
         reply.ok();
+        // A deleted memory file's pages go with its backing file.
+        self.parked.released();
     }
 
     fn flush(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
@@ -636,11 +653,12 @@ impl Filesystem for MemFs {
     ) {
         let c = caller(req);
         let ctl = self.ctl(ino);
+        let t0 = self.parked.clock();
         let result = match ctl {
             Some(ctl) => ctl.write(ino.0, offset, data, &c),
             None => self.fs.write(ino.0, offset, data, &c),
         };
-        if ctl.is_none() && self.should_park(&result) {
+        if ctl.is_none() && self.should_park(&result, t0) {
             let (fs, stats, data) = (self.fs.clone(), self.stats.clone(), data.to_vec());
             let op = move || {
                 let result = fs.write(ino.0, offset, &data, &c);
@@ -789,8 +807,9 @@ impl Filesystem for MemFs {
             punch_hole: mode & libc::FALLOC_FL_PUNCH_HOLE != 0,
             zero_range: mode & libc::FALLOC_FL_ZERO_RANGE != 0,
         };
+        let t0 = self.parked.clock();
         let result = self.fs.fallocate(ino.0, offset, length, mode);
-        if self.should_park(&result) {
+        if self.should_park(&result, t0) {
             let fs = self.fs.clone();
             return self.park(reply, move || fs.fallocate(ino.0, offset, length, mode), reply_empty);
         }

@@ -304,6 +304,16 @@ impl Passthrough {
     /// RELEASE of an open made with file handle `fh`. True when that was
     /// the last cached open of a file whose bytes are in a memory file: the
     /// kernel's page cache of it is a second copy now, for the caller to drop.
+    /// Whether a backing file is still registered for an inode the core
+    /// has let go (deleted, and its FORGET handled before this RELEASE:
+    /// over io_uring the two come on different threads). Its memory file's
+    /// pages stay in the private tmpfs until that RELEASE closes the
+    /// backing id, so an ENOSPC meanwhile may be space on its way back
+    /// (parked.rs).
+    pub fn holds_forgotten(&self, fs: &Fs) -> bool {
+        self.opens.lock().iter().any(|(ino, e)| e.backing.is_some() && !fs.exists(*ino))
+    }
+
     pub fn release(&self, fs: &Fs, ino: INodeNo, fh: FileHandle) -> bool {
         let mut opens = self.opens.lock();
         let Some(e) = opens.get_mut(&ino.0) else { return false };

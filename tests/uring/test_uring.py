@@ -258,6 +258,33 @@ def test_parked_enospc_replies_from_other_threads(uring_enabled):
             os.close(fd)
 
 
+def test_parked_enospc_waits_for_a_deleted_memory_files_pages(uring_enabled):
+    """xfstests generic/213 over io_uring: fallocate most of the free space
+    in a new file, delete it, do it again. The deleted file's bytes are in
+    a memory file that the kernel holds until the last passthrough open's
+    RELEASE (which can be handled after the FORGET: they come on different
+    threads) and lets go of a few milliseconds after that, from deferred
+    work; a fallocate in that window must wait for the space, as on tmpfs
+    it never fails. Before: 21 of 160 such fallocates failed (1 GiB each)."""
+    with uring_mount("size=512M,passthrough=on") as mnt:
+        with open(os.path.join(mnt, "filler"), "wb") as f:
+            f.write(b"f" * (160 * MIB))
+        failures = []
+        for i in range(60):
+            p = os.path.join(mnt, "ouch")
+            fd = os.open(p, os.O_CREAT | os.O_RDWR, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, 256 * MIB)
+                os.ftruncate(fd, [100, 256 * MIB, 512 * MIB][i % 3])
+            except OSError as e:
+                assert e.errno == errno.ENOSPC, e
+                failures.append(i)
+            finally:
+                os.close(fd)
+            os.unlink(p)
+        assert failures == [], f"fallocate failed on space on its way back, rounds {failures}"
+
+
 def test_clients_killed_in_the_middle_of_requests(uring_enabled):
     """Writers killed while their requests are parked (ENOSPC, answered
     later from another thread) or being served: the mount goes on."""
