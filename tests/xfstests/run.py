@@ -19,6 +19,10 @@ mount cycle is a remount (an unmount ends a memory file system), a sized
 scratch file system is `-o size=`, SEEK_DATA/SEEK_HOLE are tmpfs's, and the
 mount type fuse.memfs is FSTYP fuse.
 
+The suite's test users (fsgqa, fsgqa2, 123456-fsgqa and the group fsgqa,
+as its README asks) are made for the run when the machine lacks them, and
+removed after it; users that were there before are left alone.
+
 Usage: run.py [--only memfs|tmpfs] [TEST...]  (default: the quick group).
 Needs root and Debian's build and run dependencies (scripts/deps.sh --tests).
 """
@@ -161,6 +165,42 @@ class Half:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
+# The suite's users, as its README makes them: (argv, what undoes it).
+QA_USERS = [
+    ("fsgqa", ["useradd", "-m", "fsgqa"]),
+    ("123456-fsgqa", ["useradd", "123456-fsgqa"]),
+    ("fsgqa2", ["useradd", "fsgqa2"]),
+]
+
+
+def _exists(db, name):
+    return subprocess.run(["getent", db, name], capture_output=True).returncode == 0
+
+
+def make_qa_users():
+    """Make the suite's users and group that are missing; return what undoes it."""
+    undo = []
+    for name, argv in QA_USERS:
+        if _exists("passwd", name):
+            continue
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"xfstests: {' '.join(argv)}: {r.stderr.strip()}")
+        # userdel removes its group of the same name too; -r its home (-m).
+        undo.append(["userdel"] + (["-r"] if "-m" in argv else []) + [name])
+    if not _exists("group", "fsgqa"):
+        subprocess.run(["groupadd", "fsgqa"], check=True)
+        undo.append(["groupdel", "fsgqa"])
+    return undo
+
+
+def remove_qa_users(undo):
+    for argv in reversed(undo):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"xfstests: {' '.join(argv)}: {r.stderr.strip()}", flush=True)
+
+
 def expected(fs):
     """{test: (fail|notrun|flaky|skip, reason)} from expected-FS.txt."""
     out = {}
@@ -202,6 +242,14 @@ def main():
     build()
     want = {fs: expected(fs) for fs in CONFIG}
     skip = {fs: {t for t, (o, _) in want[fs].items() if o == "skip"} for fs in CONFIG}
+    undo = make_qa_users()
+    try:
+        run(a, want, skip)
+    finally:
+        remove_qa_users(undo)
+
+
+def run(a, want, skip):
     halves = [Half(fs, a.tests, skip[fs]) for fs in sorted(CONFIG) if a.only in (None, fs)]
     print("xfstests: running " + " and ".join(h.fs for h in halves) + " side by side", flush=True)
     deadline = time.monotonic() + TIMEOUT
