@@ -21,7 +21,9 @@ mount type fuse.memfs is FSTYP fuse.
 
 The suite's test users (fsgqa, fsgqa2, 123456-fsgqa and the group fsgqa,
 as its README asks) are made for the run when the machine lacks them, and
-removed after it; users that were there before are left alone.
+removed after it; users that were there before are left alone. The two
+tests that set machine-wide sysctls (SERIAL) run after the side-by-side
+run, one file system at a time, and those sysctls are put back at the end.
 
 Usage: run.py [--only memfs|tmpfs] [TEST...]  (default: the quick group).
 Needs root and Debian's build and run dependencies (scripts/deps.sh --tests).
@@ -173,6 +175,32 @@ QA_USERS = [
 ]
 
 
+# Tests that set machine-wide sysctls (fs.protected_*) and put back what
+# they found: run by one half at a time, after the side-by-side run, or one
+# half's test saves the value the other's set, puts that back, and leaves
+# the machine changed (root then could not open another user's file with
+# O_CREAT in a sticky directory); each half's test would also see the
+# other's settings.
+SERIAL = ["generic/597", "generic/598"]
+SYSCTLS = ["fs.protected_symlinks", "fs.protected_hardlinks", "fs.protected_regular", "fs.protected_fifos"]
+
+
+def read_sysctls():
+    out = {}
+    for name in SYSCTLS:
+        path = "/proc/sys/" + name.replace(".", "/")
+        if os.path.exists(path):
+            with open(path) as f:
+                out[path] = f.read().strip()
+    return out
+
+
+def write_sysctls(values):
+    for path, value in values.items():
+        with open(path, "w") as f:
+            f.write(value + "\n")
+
+
 def _exists(db, name):
     return subprocess.run(["getent", db, name], capture_output=True).returncode == 0
 
@@ -243,21 +271,36 @@ def main():
     want = {fs: expected(fs) for fs in CONFIG}
     skip = {fs: {t for t, (o, _) in want[fs].items() if o == "skip"} for fs in CONFIG}
     undo = make_qa_users()
+    sysctls = read_sysctls()
     try:
         run(a, want, skip)
     finally:
+        write_sysctls(sysctls)
         remove_qa_users(undo)
 
 
 def run(a, want, skip):
-    halves = [Half(fs, a.tests, skip[fs]) for fs in sorted(CONFIG) if a.only in (None, fs)]
-    print("xfstests: running " + " and ".join(h.fs for h in halves) + " side by side", flush=True)
+    fss = [fs for fs in sorted(CONFIG) if a.only in (None, fs)]
+    serial = [t for t in SERIAL if not a.tests or t in a.tests]
+    parallel = [t for t in a.tests if t not in serial] if a.tests else None
+    halves = [] if parallel == [] else [Half(fs, parallel, skip[fs] | set(serial)) for fs in fss]
+    if halves:
+        print("xfstests: running " + " and ".join(h.fs for h in halves) + " side by side", flush=True)
     deadline = time.monotonic() + TIMEOUT
-    bad, got = [], {}
+    bad, got = [], {fs: {} for fs in fss}
     try:
         for h in halves:
             h.wait(deadline)
-            got[h.fs] = h.outcomes()
+        for fs in fss if serial else []:
+            print(f"xfstests: {fs}: {' '.join(serial)} alone (they set machine-wide sysctls)", flush=True)
+            h = Half(fs, serial, skip[fs])
+            halves.append(h)
+            h.wait(deadline)
+        for h in halves:
+            got[h.fs].update(h.outcomes())
+        for fs in fss:
+            h = next(h for h in halves if h.fs == fs)
+            h.seconds = sum(x.seconds for x in halves if x.fs == fs)
             if not got[h.fs]:
                 with open(h.log) as f:
                     sys.stderr.write("".join(f.readlines()[-40:]))
@@ -272,12 +315,13 @@ def run(a, want, skip):
                 for test, (o, msg) in sorted(got[h.fs].items()):
                     print(f"  {h.fs} {test}: {o} {msg[:200]}")
     finally:
-        for h in halves:
+        for i, h in enumerate(halves):
             if h.proc.poll() is None:
                 os.killpg(h.proc.pid, 9)
                 h.proc.wait()
             if bad and not a.tests:
-                keep = os.path.join(os.path.dirname(TREE), f"results-{h.fs}")
+                part = "" if i < len(fss) or not halves[:len(fss)] else "-serial"
+                keep = os.path.join(os.path.dirname(TREE), f"results-{h.fs}{part}")
                 shutil.rmtree(keep, ignore_errors=True)
                 if os.path.isdir(h.results):
                     shutil.copytree(h.results, keep)
