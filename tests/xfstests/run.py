@@ -8,7 +8,9 @@ archive` of that tag of git://git.kernel.org/pub/scm/fs/xfs/xfstests-dev.git,
 GPL-2.0; no network is needed) patched with memfs.patch into
 target/xfstests/VERSION; running `check -g quick` for memfs (FSTYP=fuse,
 FUSE_SUBTYP=.memfs: mounted as `-t fuse.memfs` through mount.sh, which calls
-the binary under test as mount(8) calls its helper) and for tmpfs at once;
+the binary under test as mount(8) calls its helper) and for tmpfs at once
+(in both, umount.sh tries an unmount again for a moment while the mount is
+busy, and what it logs is reported);
 and comparing each outcome with the committed lists expected-memfs.txt and
 expected-tmpfs.txt (every test not listed must pass; every listed one says
 why it fails or does not run). Any difference fails the tier: a new
@@ -115,7 +117,10 @@ class Half:
         shim = os.path.join(self.work, "bin")
         os.mkdir(shim)
         os.symlink(os.path.join(HERE, "mount.sh"), os.path.join(shim, "mount"))
+        os.symlink(os.path.join(HERE, "umount.sh"), os.path.join(shim, "umount"))
+        self.umount_log = os.path.join(self.work, "umount.log")
         env = dict(os.environ, HOST_OPTIONS=config, RESULT_BASE=self.results, MEMFS_BIN=MEMFS_BIN,
+                   UMOUNT_LOG=self.umount_log,
                    PATH=f"{shim}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}")
         self.log = os.path.join(self.work, "check.log")
         # Tests listed as `skip` are not started at all (-E): they say why.
@@ -154,6 +159,14 @@ class Half:
             else:
                 out[name] = ("pass", "")
         return out
+
+    def busy_umounts(self):
+        """What umount.sh logged: each time an unmount found the mount busy."""
+        try:
+            with open(self.umount_log) as f:
+                return f.read().splitlines()
+        except FileNotFoundError:
+            return []
 
     def cleanup(self):
         for d in (self.scratch, self.test_dir):
@@ -327,6 +340,11 @@ def run(a, want, skip):
                     shutil.copytree(h.results, keep)
                     shutil.copy(h.log, keep)
                     print(f"xfstests: {h.fs}: results kept in {keep}")
+            busy = h.busy_umounts()
+            if busy:
+                times = sum(1 for line in busy if line.endswith(": busy"))
+                print(f"xfstests: {h.fs}: umount found the mount busy {times} times (tried again; umount.sh):")
+                sys.stdout.write("".join(f"  {line}\n" for line in busy[:40]))
             h.cleanup()
     if "memfs" in got and "tmpfs" in got:
         worse = [t for t, (o, _) in got["tmpfs"].items() if o == "pass" and got["memfs"].get(t, ("",))[0] != "pass"]
