@@ -283,7 +283,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
         });
     }));
     let memfs = Counted::new(
-        MemFs::new(fs, ctl, stats.clone(), invalidator, parked, pt),
+        // SAFETY: geteuid has no preconditions.
+        MemFs::new(fs, ctl, stats.clone(), invalidator, parked, pt).allow_idmap(unsafe { libc::geteuid() } == 0),
         stats.clone(),
         poller.clone(),
         health,

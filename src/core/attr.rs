@@ -99,21 +99,26 @@ impl Fs {
         let inode = self.get(ino)?;
         self.check_setattr_flags(&inode, req)?;
         let now = Timespec::now();
-        // Decided before taking the metadata lock: it may read /proc.
-        let strip_sgid = req.mode.is_some_and(|m| m & mode::S_ISGID != 0) && caller.uid != 0 && {
-            let gid = req.gid.unwrap_or_else(|| inode.meta().gid);
-            !caller.in_group(gid)
-        };
+        // Decided before taking the metadata lock: it may read /proc. The
+        // kernel's setattr_prepare has already stripped it (through the
+        // mount's idmap) when it withholds the caller's ids.
+        let strip_sgid =
+            req.mode.is_some_and(|m| m & mode::S_ISGID != 0) && !caller.ids_withheld() && caller.uid != 0 && {
+                let gid = req.gid.unwrap_or_else(|| inode.meta().gid);
+                !caller.in_group(gid)
+            };
         // chown of a non-directory: S_ISGID goes if the caller is neither
         // root nor in the file's (old) group; read here, before the lock.
         // A request that changes nothing is chown(f, -1, -1): the kernel
         // (with FUSE_HANDLE_KILLPRIV_V2) leaves it only ATTR_CTIME, which
         // FUSE does not pass on, and tmpfs kills set-id bits for it too.
         let chown = req.uid.is_some() || req.gid.is_some() || req.is_empty();
-        let chown_outside_group = chown && caller.uid != 0 && {
-            let gid = inode.meta().gid;
-            !caller.in_group(gid)
+        let (old_gid, old_perm) = {
+            let m = inode.meta();
+            (m.gid, m.perm)
         };
+        let chown_outside_group =
+            chown && old_perm & mode::S_ISGID != 0 && !caller.is_root() && !caller.in_group(old_gid);
         let mut data = match req.size {
             Some(size) => {
                 match inode.kind() {
@@ -236,7 +241,7 @@ impl Fs {
                 let a = Acl::parse(value)?;
                 let (bits, keep) = a.equiv_mode();
                 let gid = inode.meta().gid;
-                let strip_sgid = caller.uid != 0 && !caller.in_group(gid);
+                let strip_sgid = !caller.is_root() && !caller.in_group(gid);
                 let mut m = MetaBytes::new(&self.usage, inode.meta());
                 m.perm = (m.perm & !0o777) | bits;
                 if strip_sgid {
@@ -292,7 +297,7 @@ impl Fs {
         let value = match ns {
             Namespace::AclAccess => extra.and_then(|e| e.acl_access.as_ref()),
             Namespace::AclDefault => extra.and_then(|e| e.acl_default.as_ref()),
-            Namespace::Plain { trusted } if trusted && caller.uid != 0 => None,
+            Namespace::Plain { trusted } if trusted && !caller.is_root() => None,
             Namespace::Plain { .. } => extra.and_then(|e| e.xattrs.get(name)),
         };
         value.map(|v| v.to_vec()).ok_or(FsError::NoXattr)
@@ -316,8 +321,11 @@ impl Fs {
         if e.acl_default.is_some() {
             push(acl::DEFAULT);
         }
+        // Trusted names only for the superuser (asked once, and only when
+        // there is one: the caller's ids may have to come from /proc).
+        let mut root = None;
         for name in e.xattrs.keys() {
-            if caller.uid == 0 || !name.starts_with(b"trusted.") {
+            if !name.starts_with(b"trusted.") || *root.get_or_insert_with(|| caller.is_root()) {
                 push(name);
             }
         }
@@ -343,7 +351,7 @@ impl Fs {
                 }
             }
             Namespace::Plain { trusted } => {
-                if trusted && caller.uid != 0 {
+                if trusted && !caller.is_root() {
                     return Err(FsError::NoXattr);
                 }
                 let removed = m.extra.as_mut().and_then(|e| e.xattrs.remove(name)).ok_or(FsError::NoXattr)?;

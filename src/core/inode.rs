@@ -107,7 +107,7 @@ impl Meta {
     /// and set-group-id when group-execute is set or the caller is outside
     /// the file's group (fs/attr.c setattr_should_drop_suidgid).
     pub fn kill_privs(&mut self, caller: &Caller) {
-        if caller.uid == 0 || self.perm & (mode::S_ISUID | mode::S_ISGID) == 0 {
+        if self.perm & (mode::S_ISUID | mode::S_ISGID) == 0 || caller.is_root() {
             return;
         }
         self.perm &= !mode::S_ISUID;

@@ -129,7 +129,14 @@ pub struct Attr {
 /// Who is asking. Permission checks on paths are the kernel's (mounted with
 /// `default_permissions`); the core uses the caller for ownership of new
 /// inodes and for the few rules the kernel leaves to the file system
-/// (clearing S_ISGID on chmod by a non-member, ACL masks).
+/// (clearing set-id bits on write, truncate and chown, trusted xattrs in
+/// listings, the control files' owner).
+///
+/// A daemon that allows idmapped mounts (FUSE_ALLOW_IDMAP) is sent the
+/// caller's ids only with requests that create an inode (mapped through the
+/// mount's idmap: the owner to give it); every other request carries
+/// [`Caller::WITHHELD`]. The rules above then read the caller's fsuid,
+/// fsgid and groups from /proc/PID/status, on those rare paths only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caller {
     pub uid: u32,
@@ -141,20 +148,57 @@ impl Caller {
     /// The superuser, for internal use and tests.
     pub const ROOT: Caller = Caller { uid: 0, gid: 0, pid: 0 };
 
-    /// Whether the caller is in group `gid` (primary or supplementary).
-    /// Supplementary groups come from /proc, read only on this rare path.
+    /// The id FUSE sends when it keeps the caller's ids to itself
+    /// (FUSE_INVALID_UIDGID).
+    pub const WITHHELD: u32 = u32::MAX;
+
+    /// Whether the request came without the caller's ids: the kernel has
+    /// checked it (and applied the rules it can) through the mount's idmap.
+    pub fn ids_withheld(&self) -> bool {
+        self.uid == Self::WITHHELD || self.gid == Self::WITHHELD
+    }
+
+    /// The caller's fsuid: from the request, or from /proc when withheld
+    /// (None when the process is gone).
+    pub fn fsuid(&self) -> Option<u32> {
+        if self.uid != Self::WITHHELD {
+            return Some(self.uid);
+        }
+        id_field(&self.status()?, "Uid:")
+    }
+
+    /// Whether the caller acts as the superuser (fsuid 0).
+    pub fn is_root(&self) -> bool {
+        self.fsuid() == Some(0)
+    }
+
+    /// Whether the caller is in group `gid` (its fsgid or a supplementary
+    /// group). Supplementary groups come from /proc, read only on this
+    /// rare path.
     pub fn in_group(&self, gid: u32) -> bool {
         if self.gid == gid {
             return true;
         }
-        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", self.pid)) else {
+        let Some(status) = self.status() else {
             return false;
         };
+        if self.gid == Self::WITHHELD && id_field(&status, "Gid:") == Some(gid) {
+            return true;
+        }
         status
             .lines()
             .find_map(|l| l.strip_prefix("Groups:"))
             .is_some_and(|groups| groups.split_whitespace().any(|g| g.parse() == Ok(gid)))
     }
+
+    fn status(&self) -> Option<String> {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()
+    }
+}
+
+/// The fs id (the fourth) of a `Uid:` or `Gid:` line of /proc/PID/status.
+fn id_field(status: &str, key: &str) -> Option<u32> {
+    status.lines().find_map(|l| l.strip_prefix(key))?.split_whitespace().nth(3)?.parse().ok()
 }
 
 /// A timestamp to set: a given time or "now".
@@ -212,4 +256,52 @@ pub fn check_name(name: &[u8]) -> crate::core::FsResult<()> {
         return Err(crate::core::FsError::Invalid);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn withheld(pid: u32) -> Caller {
+        Caller { uid: Caller::WITHHELD, gid: Caller::WITHHELD, pid }
+    }
+
+    #[test]
+    fn withheld_ids_are_read_from_proc() {
+        // SAFETY: geteuid/getegid have no preconditions.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let me = withheld(std::process::id());
+        assert!(me.ids_withheld());
+        assert_eq!(me.fsuid(), Some(uid));
+        assert_eq!(me.is_root(), uid == 0);
+        assert!(me.in_group(gid));
+        assert!(!me.in_group(gid.wrapping_add(12345)));
+    }
+
+    #[test]
+    fn a_gone_process_is_nobody_in_particular() {
+        // pid_max is at most 2^22: this pid cannot exist.
+        let gone = withheld(1 << 23);
+        assert_eq!(gone.fsuid(), None);
+        assert!(!gone.is_root());
+        assert!(!gone.in_group(0));
+    }
+
+    #[test]
+    fn known_ids_need_no_proc() {
+        let c = Caller { uid: 7, gid: 8, pid: 1 << 23 };
+        assert!(!c.ids_withheld());
+        assert_eq!(c.fsuid(), Some(7));
+        assert!(!c.is_root());
+        assert!(c.in_group(8));
+        assert!(Caller::ROOT.is_root());
+    }
+
+    #[test]
+    fn the_fs_id_is_the_fourth() {
+        let status = "Name:\tx\nUid:\t1\t2\t3\t4\nGid:\t5\t6\t7\t8\nGroups:\t9 10\n";
+        assert_eq!(id_field(status, "Uid:"), Some(4));
+        assert_eq!(id_field(status, "Gid:"), Some(8));
+        assert_eq!(id_field("Uid:\t1\t2\n", "Uid:"), None);
+    }
 }

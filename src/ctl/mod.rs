@@ -219,7 +219,7 @@ impl Ctl {
     }
 
     fn check_writer(&self, caller: &Caller) -> FsResult<()> {
-        if caller.uid == 0 || caller.uid == self.cfg.owner_uid {
+        if caller.fsuid().is_some_and(|uid| uid == 0 || uid == self.cfg.owner_uid) {
             Ok(())
         } else {
             Err(FsError::Access)

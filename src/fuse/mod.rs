@@ -81,6 +81,12 @@ pub struct MemFs {
     /// Mounted `strictatime`: OPEN and OPENDIR are answered so that reads
     /// and listings can be made to reach memfs.
     strict_opens: bool,
+    /// Allow idmapped mounts of this one (FUSE_ALLOW_IDMAP at INIT): root's
+    /// mounts, which serve every user. The kernel then keeps the caller's
+    /// ids out of every request that does not create an inode (see
+    /// [`Caller`]); fuser's owner-only check needs them, so a user's mount
+    /// (which the kernel would not let anyone idmap anyway) does not ask.
+    allow_idmap: bool,
 }
 
 /// What a mount asks of passthrough (`passthrough=`), decided at mount.
@@ -110,7 +116,13 @@ impl MemFs {
         // strictatime at mount: OPEN and OPENDIR are answered from the first
         // one (an ENOSYS would stop them for the connection's life).
         let strict_opens = fs.strictatime();
-        MemFs { fs, ctl, stats, invalidator, parked, pt_plan, passthrough, strict_opens }
+        MemFs { fs, ctl, stats, invalidator, parked, pt_plan, passthrough, strict_opens, allow_idmap: false }
+    }
+
+    /// Offer idmapped mounts (root's mounts; see the field).
+    pub fn allow_idmap(mut self, allow: bool) -> MemFs {
+        self.allow_idmap = allow;
+        self
     }
 
     /// Whether a failed `result` should wait for space being freed: by a
@@ -282,6 +294,12 @@ impl Filesystem for MemFs {
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             let _ = config.add_capabilities(flag);
+        }
+        // Idmapped mounts (mount_setattr MOUNT_ATTR_IDMAP), as tmpfs allows:
+        // the kernel maps owners through the mount's idmap and checks every
+        // permission (default_permissions, always on here).
+        if self.allow_idmap && config.add_capabilities(InitFlags::FUSE_ALLOW_IDMAP).is_ok() {
+            log::info!("idmapped mounts: allowed");
         }
         // cache=metadata|none and strictatime (also after a remount to it)
         // open files with direct I/O; shared mmap of them must keep working
@@ -646,7 +664,7 @@ impl Filesystem for MemFs {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -654,14 +672,22 @@ impl Filesystem for MemFs {
         let c = caller(req);
         let ctl = self.ctl(ino);
         let t0 = self.parked.clock();
+        // Set-id bits (FUSE_HANDLE_KILLPRIV_V2): with the caller's ids
+        // withheld, FUSE_WRITE_KILL_SUIDGID says the writer lacks
+        // CAP_FSETID; without it nothing is cleared (a writer with
+        // CAP_FSETID, or the writeback of pages written earlier).
+        let writer = match c.ids_withheld() && !write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            true => Caller { uid: 0, gid: 0, ..c },
+            false => c,
+        };
         let result = match ctl {
             Some(ctl) => ctl.write(ino.0, offset, data, &c),
-            None => self.fs.write(ino.0, offset, data, &c),
+            None => self.fs.write(ino.0, offset, data, &writer),
         };
         if ctl.is_none() && self.should_park(&result, t0) {
             let (fs, stats, data) = (self.fs.clone(), self.stats.clone(), data.to_vec());
             let op = move || {
-                let result = fs.write(ino.0, offset, &data, &c);
+                let result = fs.write(ino.0, offset, &data, &writer);
                 if let Ok(n) = result {
                     stats.add_write_bytes(n as u64);
                 }

@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from idmap import idmapped
 from mounts import MEMFS_BIN, NOBODY_GID, NOBODY_UID, mounted, run_as
 
 from .prom import parse_prometheus
@@ -244,6 +245,20 @@ def test_non_owner_cannot_write_but_can_read():
         assert run_as(NOBODY_UID, NOBODY_GID, read, ctl(mnt, "opts", "size")) == "1048576\n"
         assert "data_bytes_used" in run_as(NOBODY_UID, NOBODY_GID, read, ctl(mnt, "stats", "usage"))
         assert read(ctl(mnt, "opts", "size")) == "1048576\n"
+
+
+def test_through_an_idmapped_mount_only_real_root_may_write():
+    # A container's root (10000 on the host) sees the control files as its
+    # own through an idmapped view of the mount (the kernel lets it open
+    # them for writing), but may not change the host's mount: the kernel
+    # withholds the caller's ids from such requests, so memfs reads them
+    # from /proc (src/core/types.rs).
+    with mounted("memfs", "size=1M") as mnt, idmapped(mnt, 10000, 1000) as view:
+        assert os.stat(ctl(view, "opts", "size")).st_uid == 10000
+        assert run_as(10000, 10000, set_opt, view, "size", b"2M\n") == errno.EACCES
+        assert read(ctl(mnt, "opts", "size")) == "1048576\n"
+        assert set_opt(view, "size", b"2M\n") == 0
+        assert read(ctl(mnt, "opts", "size")) == "2097152\n"
 
 
 def test_read_only_files_and_the_tree_refuse_even_root():
