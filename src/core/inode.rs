@@ -311,5 +311,9 @@ impl Drop for Inode {
         self.usage.uncharge_ispace(xattr_space);
         self.usage.uncharge_inode();
         self.usage.inode_freed();
+        if m.nlink == 0 {
+            // Last: a statfs waiting for orphans to go finds the space free.
+            self.usage.unorphaned();
+        }
     }
 }

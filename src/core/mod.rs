@@ -156,9 +156,6 @@ pub struct Fs {
     reserved_name: Option<Box<[u8]>>,
     /// Discard written bytes, keeping sizes (tunable `no_data`, for metadata benchmarks).
     no_data: AtomicBool,
-    /// Inodes whose last name is gone but which the kernel still references
-    /// (open, or its FORGET not yet delivered): space they hold may come back.
-    orphans: AtomicU64,
     /// O_TMPFILE inodes that have never had a name: the only inodes with no
     /// links that link(2) may name (the kernel's I_LINKABLE). A leaf lock.
     linkable: Mutex<HashSet<Ino>>,
@@ -205,7 +202,6 @@ impl Fs {
             dir_index: cfg.dir_index,
             reserved_name: cfg.reserved_name.map(Vec::into_boxed_slice),
             no_data: AtomicBool::new(false),
-            orphans: AtomicU64::new(0),
             linkable: Mutex::new(HashSet::new()),
             pager: cfg.pager,
             cache: cfg.cache,
@@ -279,8 +275,8 @@ impl Fs {
         if ino == ROOT_INO || !self.get(ino).is_ok_and(|i| i.is_unreferenced()) {
             return;
         }
+        // Its Drop counts it off the orphans, once its space is free.
         if self.inodes.remove_if(ino, |inode| inode.lookups() == 0).is_some() {
-            self.orphans.fetch_sub(1, Ordering::AcqRel);
             self.linkable.lock().remove(&ino);
             if self.kernel_orphans.lock().remove(&ino) {
                 self.rebalance_kernel_limit(); // its pages are gone: no longer lent
@@ -301,19 +297,22 @@ impl Fs {
 
     /// An inode lost its last name; it is evicted when the kernel forgets it.
     fn orphaned(&self) {
-        self.orphans.fetch_add(1, Ordering::AcqRel);
+        self.usage.orphaned();
     }
 
     /// An O_TMPFILE inode got its first name.
     fn unorphaned(&self) {
-        self.orphans.fetch_sub(1, Ordering::AcqRel);
+        self.usage.unorphaned();
     }
 
-    /// Number of unlinked inodes the kernel still references. When a charge
-    /// fails while this is non-zero, space may come back as soon as the
-    /// kernel's pending FORGETs are read (the FUSE layer retries then).
+    /// Number of nameless inodes not yet freed: unlinked ones the kernel
+    /// still references, O_TMPFILE ones, and ones another thread holds a
+    /// moment after the kernel forgot them (counted off when freed, their
+    /// space already given back). When a charge fails while this is
+    /// non-zero, space may come back as soon as the kernel's pending
+    /// FORGETs are read (the FUSE layer retries then).
     pub fn orphans(&self) -> u64 {
-        self.orphans.load(Ordering::Acquire)
+        self.usage.orphans()
     }
 
     /// Allocate an inode number and register a new inode (already charged).

@@ -340,6 +340,24 @@ fn btree_index_behaves_like_hash_and_meta_bytes_return() {
 }
 
 #[test]
+fn an_orphan_counts_until_its_space_is_free() {
+    // The kernel forgets an unlinked file while another thread (a RELEASE
+    // over io_uring) still holds its inode: a statfs that waits for the
+    // orphan count to drop must then see the space free.
+    let fs = fs();
+    let a = file(&fs, ROOT_INO, "a");
+    assert_eq!(fs.write(a.ino, 0, &[7u8; 3 * PAGE_SIZE as usize], &ME).unwrap(), 3 * PAGE_SIZE as usize);
+    let free = fs.statfs().bfree;
+    fs.unlink(ROOT_INO, b"a").unwrap();
+    let held = fs.get(a.ino).unwrap();
+    fs.forget(a.ino, 1);
+    assert!(fs.get(a.ino).is_err(), "out of the table");
+    assert_eq!((fs.orphans(), fs.statfs().bfree), (1, free), "still held: still counted, space still used");
+    drop(held);
+    assert_eq!((fs.orphans(), fs.statfs().bfree), (0, free + 3), "freed: space back, then off the count");
+}
+
+#[test]
 fn orphans_count_unlinked_inodes_until_forgotten() {
     let fs = fs();
     let a = file(&fs, ROOT_INO, "a");
