@@ -304,3 +304,18 @@ def _aclsource(fs_dir):
         _file(fs_dir, "aclsource", 0o600)
         _setfacl("-m", f"u:{NOBODY_UID}:r", src)
     return src
+
+
+def test_an_unset_selinux_label_and_a_set_one(fs_kind, fs_dir):
+    # docs/SEMANTICS.md: memfs answers an unset security.selinux with
+    # EOPNOTSUPP (ls remembers it per device and stops asking), tmpfs
+    # with ENODATA; a label that is set reads back alike on both.
+    path = _file(fs_dir)
+    want = errno.EOPNOTSUPP if fs_kind == "memfs" else errno.ENODATA
+    assert errno_of(os.getxattr, path, "security.selinux") == want
+    assert errno_of(os.getxattr, path, "security.other") == errno.ENODATA
+    os.setxattr(path, "security.selinux", b"system_u:object_r:tmp_t:s0\0")
+    assert os.getxattr(path, "security.selinux") == b"system_u:object_r:tmp_t:s0\0"
+    assert "security.selinux" in os.listxattr(path)
+    os.removexattr(path, "security.selinux")
+    assert errno_of(os.getxattr, path, "security.selinux") == want

@@ -8,6 +8,7 @@ one-request create returns is the kind of open an OPEN would have given.
 """
 import errno
 import os
+import subprocess
 
 import pytest
 
@@ -134,3 +135,18 @@ def current_umask():
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_ls_l_asks_each_file_for_nothing_the_kernel_could_not_keep():
+    # ls -l asks every file for its SELinux label; an unset one answered
+    # "not supported" is remembered by ls for the device, so a listing of
+    # 10 files asks once per run (13 GETXATTR per repeated ls -l before,
+    # 3 after: the directory's label and its two ACLs).
+    with memfs("size=64M") as mnt:
+        d = os.path.join(mnt, "d")
+        os.mkdir(d)
+        for i in range(10):
+            create(os.path.join(d, f"f{i}"))
+        subprocess.run(["ls", "-l", d], check=True, capture_output=True)
+        seen = requests_of(mnt, lambda: subprocess.run(["ls", "-l", d], check=True, capture_output=True))
+        assert seen.get("getxattr", 0) <= 3, seen
