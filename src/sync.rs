@@ -13,7 +13,7 @@
 
 #[cfg(not(feature = "shuttle"))]
 pub use parking_lot::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 pub use std::sync::{Arc, OnceLock};
 
 #[cfg(feature = "shuttle")]

@@ -104,7 +104,11 @@ impl fmt::Display for Huge {
 }
 
 /// One page's buffer (resident, or compressed): `len` bytes in an arena
-/// slot of the class just above.
+/// slot of the class just above. Packed to 12 bytes (4-aligned) so that a
+/// resident page's slot with its reference byte is 16, not 24 (issue 14:
+/// every byte of a small file's inode counts); its fields are only ever
+/// copied out, never borrowed.
+#[repr(C, packed(4))]
 pub struct PageBuf {
     ptr: NonNull<u8>,
     len: u32,
@@ -167,28 +171,29 @@ impl Deref for PageBuf {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
         // SAFETY: ptr is a live slot of len bytes owned by self.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len as usize) }
+        unsafe { std::slice::from_raw_parts({ self.ptr }.as_ptr(), { self.len } as usize) }
     }
 }
 
 impl DerefMut for PageBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self is the only access.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len as usize) }
+        unsafe { std::slice::from_raw_parts_mut({ self.ptr }.as_ptr(), { self.len } as usize) }
     }
 }
 
 impl Drop for PageBuf {
     fn drop(&mut self) {
-        if self.len > 0 {
-            free(self.ptr, class_of(self.len as usize));
+        let len = self.len;
+        if len > 0 {
+            free(self.ptr, class_of(len as usize));
         }
     }
 }
 
 impl fmt::Debug for PageBuf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PageBuf({} bytes)", self.len)
+        write!(f, "PageBuf({} bytes)", { self.len })
     }
 }
 

@@ -162,7 +162,7 @@ impl Fs {
             }
             m.size = size;
             if times {
-                m.mtime = now;
+                m.set_mtime(now);
             } else if req.mode.is_none() && req.uid.is_none() && req.gid.is_none() && req.atime.is_none() {
                 unchanged_ctime = true;
             }
@@ -196,13 +196,13 @@ impl Fs {
             SetTime::At(t) => t,
         };
         if let Some(t) = req.atime {
-            m.atime = resolve(t);
+            m.set_atime(resolve(t));
         }
         if let Some(t) = req.mtime {
-            m.mtime = resolve(t);
+            m.set_mtime(resolve(t));
         }
         if !unchanged_ctime || req.mtime.is_some() {
-            m.ctime = now;
+            m.set_ctime(now);
         }
         Ok(inode.attr_of(&m))
     }
@@ -251,7 +251,7 @@ impl Fs {
                     m.perm &= !mode::S_ISGID;
                 }
                 m.extra_mut().acl_access = keep.then(|| a.to_bytes().into_boxed_slice());
-                m.ctime = now;
+                m.set_ctime(now);
                 Ok(())
             }
             Namespace::AclDefault => {
@@ -261,7 +261,7 @@ impl Fs {
                 let a = Acl::parse(value)?;
                 let mut m = MetaBytes::new(&self.usage, inode.meta());
                 m.extra_mut().acl_default = (!a.is_empty()).then(|| a.to_bytes().into_boxed_slice());
-                m.ctime = now;
+                m.set_ctime(now);
                 Ok(())
             }
             Namespace::Plain { .. } => {
@@ -286,7 +286,7 @@ impl Fs {
                 }
                 self.usage.uncharge_ispace(old.unwrap_or(0));
                 xattrs.insert(name.into(), value.into());
-                m.ctime = now;
+                m.set_ctime(now);
                 Ok(())
             }
         }
@@ -370,7 +370,7 @@ impl Fs {
                 self.usage.uncharge_ispace(xattr_cost(name.len(), removed.len()));
             }
         }
-        m.ctime = now;
+        m.set_ctime(now);
         Ok(())
     }
 

@@ -121,9 +121,40 @@ enum Pages {
     /// Only page 0 exists (the common small file).
     First(Page),
     /// Boxed, deliberately: every empty and one-page file pays one word
-    /// for this variant instead of the map's three (issue 14).
-    #[allow(clippy::box_collection)]
-    Many(Box<BTreeMap<u64, Page>>),
+    /// for this variant instead of the map's three (issue 14). Also the
+    /// only form of a file with a pager home or a memory file.
+    Many(Box<Many>),
+}
+
+/// A file's page map in its general form, and what few files have: a
+/// pager home (every file of a mount with `ram=`) and a memory file (large
+/// files). 56 bytes, so a small file of a pager mount pays one 64-byte
+/// chunk for both its page and its home.
+#[derive(Debug, Default)]
+struct Many {
+    map: BTreeMap<u64, Page>,
+    home: Option<Home>,
+    /// The kernel memory file holding the bytes instead of `map`.
+    mem: Option<Box<MemFile>>,
+}
+
+impl Many {
+    fn of(map: BTreeMap<u64, Page>) -> Box<Many> {
+        Box::new(Many { map, home: None, mem: None })
+    }
+}
+
+impl std::ops::Deref for Many {
+    type Target = BTreeMap<u64, Page>;
+    fn deref(&self) -> &BTreeMap<u64, Page> {
+        &self.map
+    }
+}
+
+impl std::ops::DerefMut for Many {
+    fn deref_mut(&mut self) -> &mut BTreeMap<u64, Page> {
+        &mut self.map
+    }
 }
 
 /// The pager a file's slots are accounted to, and the file's inode number.
@@ -162,19 +193,10 @@ pub enum EvictCandidate {
 /// The pages of one regular file.
 #[derive(Debug, Default)]
 pub struct FileData {
+    /// The pages, and (in the boxed form) the pager's home and the memory
+    /// file, both rare: an empty or one-page file without them is 16 bytes
+    /// (issue 14: every byte of an empty file counts).
     pages: Pages,
-    /// The pager's home and the memory file, both rare: one pointer for an
-    /// empty or small file without them (issue 14: every byte of an empty
-    /// file counts).
-    ext: Option<Box<Ext>>,
-}
-
-/// What few files have.
-#[derive(Debug, Default)]
-struct Ext {
-    home: Option<Home>,
-    /// The kernel memory file holding the bytes instead of `pages`.
-    mem: Option<MemFile>,
 }
 
 /// Size of a page buffer that must hold `len` bytes.
@@ -206,16 +228,33 @@ impl FileData {
     /// Account this file's pages to `pager` from now on (a new, empty file).
     pub fn attach(&mut self, pager: Arc<Pager>, ino: Ino) {
         debug_assert!(matches!(self.pages, Pages::Empty));
-        self.ext.get_or_insert_with(Default::default).home =
-            Some(Home { pager, ino, next_read: AtomicU64::new(u64::MAX) });
+        self.boxed().home = Some(Home { pager, ino, next_read: AtomicU64::new(u64::MAX) });
+    }
+
+    /// The pages in their boxed form (made so if they are not).
+    fn boxed(&mut self) -> &mut Many {
+        if !matches!(self.pages, Pages::Many(_)) {
+            self.pages = match std::mem::take(&mut self.pages) {
+                Pages::First(p) => Pages::Many(Many::of(BTreeMap::from([(0, p)]))),
+                _ => Pages::Many(Box::default()),
+            };
+        }
+        let Pages::Many(m) = &mut self.pages else { unreachable!("made boxed above") };
+        m
     }
 
     fn home(&self) -> Option<&Home> {
-        self.ext.as_deref().and_then(|e| e.home.as_ref())
+        match &self.pages {
+            Pages::Many(m) => m.home.as_ref(),
+            _ => None,
+        }
     }
 
     fn mem(&self) -> Option<&MemFile> {
-        self.ext.as_deref().and_then(|e| e.mem.as_ref())
+        match &self.pages {
+            Pages::Many(m) => m.mem.as_deref(),
+            _ => None,
+        }
     }
 
     /// The kernel memory file holding this file's bytes, if they moved there.
@@ -285,7 +324,7 @@ impl FileData {
         if let Some(p) = self.pager() {
             p.kernel_pages_changed(pages as i64);
         }
-        self.ext.get_or_insert_with(Default::default).mem = Some(f);
+        self.boxed().mem = Some(Box::new(f));
         Ok(pages)
     }
 
@@ -327,11 +366,17 @@ impl FileData {
         if let Some(p) = self.pager() {
             p.kernel_pages_changed(-(seen as i64));
         }
-        let Some(f) = self.ext.as_deref_mut().and_then(|e| e.mem.take()) else { return Ok(None) };
-        if self.ext.as_deref().is_some_and(|e| e.home.is_none()) {
-            self.ext = None; // a small file without a pager: one pointer again
+        let Pages::Many(m) = &mut self.pages else { return Ok(None) };
+        let Some(f) = m.mem.take() else { return Ok(None) };
+        self.unbox_if_plain(); // a small file without a pager: no box needed again
+        Ok(Some((self.page_count(), *f)))
+    }
+
+    /// Back to the unboxed form when the box holds nothing but no pages.
+    fn unbox_if_plain(&mut self) {
+        if matches!(&self.pages, Pages::Many(m) if m.is_empty() && m.home.is_none() && m.mem.is_none()) {
+            self.pages = Pages::Empty;
         }
-        Ok(Some((self.page_count(), f)))
     }
 
     /// Number of allocated pages (written or unwritten).
@@ -387,9 +432,9 @@ impl FileData {
         self.added(idx, &page);
         match std::mem::take(&mut self.pages) {
             Pages::Empty if idx == 0 => self.pages = Pages::First(page),
-            Pages::Empty => self.pages = Pages::Many(Box::new(BTreeMap::from([(idx, page)]))),
+            Pages::Empty => self.pages = Pages::Many(Many::of(BTreeMap::from([(idx, page)]))),
             Pages::First(first) => {
-                self.pages = Pages::Many(Box::new(BTreeMap::from([(0, first), (idx, page)])));
+                self.pages = Pages::Many(Many::of(BTreeMap::from([(0, first), (idx, page)])));
             }
             Pages::Many(mut m) => {
                 m.insert(idx, page);
@@ -420,9 +465,7 @@ impl FileData {
             }
             Pages::Empty | Pages::First(_) => vec![],
         };
-        if matches!(&self.pages, Pages::Many(m) if m.is_empty()) {
-            self.pages = Pages::Empty;
-        }
+        self.unbox_if_plain();
         gone.iter().for_each(|p| self.removed(p));
         gone.len() as u64
     }

@@ -19,10 +19,9 @@
 //! (docs/SEMANTICS.md). Who may change flags (the owner;
 //! CAP_LINUX_IMMUTABLE for i/a) the kernel checks before asking.
 
-use super::inode::{Inode, Meta};
+use super::inode::{Inode, InodeRef, Meta};
 use super::types::{Ino, Kind, Timespec};
 use super::{Fs, FsError, FsResult};
-use crate::sync::Arc;
 
 /// FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NODUMP_FL, FS_NOATIME_FL (linux/fs.h).
 pub const FS_IMMUTABLE_FL: u32 = 0x10;
@@ -117,12 +116,12 @@ impl Fs {
         let before = super::inode::extra_bytes(m.extra.as_deref());
         m.set_fsflags(flags); // may make the inode's Extra: counted as metadata
         self.usage.account_meta(super::inode::extra_bytes(m.extra.as_deref()) as i64 - before as i64);
-        m.ctime = Timespec::now();
+        m.set_ctime(Timespec::now());
         Ok(())
     }
 
     /// An inode that can have flags: a regular file or a directory.
-    fn flagged(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+    fn flagged(&self, ino: Ino) -> FsResult<InodeRef> {
         let inode = self.get(ino)?;
         match inode.kind() {
             Kind::File | Kind::Dir => Ok(inode),

@@ -18,9 +18,12 @@ use std::collections::BTreeMap;
 
 use super::data::FileData;
 use super::dir::Dir;
-use super::types::{mode, Attr, Caller, Ino, Kind, Timespec};
+use super::types::{mode, Attr, Caller, Ino, Kind, Stamp, Timespec};
 use super::usage::{xattr_cost, Usage};
-use crate::sync::{Arc, AtomicU64, Mutex, MutexGuard, Ordering, RwLock};
+use crate::sync::{Arc, AtomicU32, AtomicU64, Mutex, MutexGuard, Ordering, RwLock};
+use std::fmt;
+use std::ops::Deref;
+use std::ptr::NonNull;
 
 /// Bytes a directory's size grows by per entry (tmpfs's BOGO_DIRENT_SIZE).
 pub const DIRENT_SIZE: u64 = 20;
@@ -34,11 +37,23 @@ pub const DIRENT_META_BYTES: u64 = 32;
 /// Estimated heap bytes of one xattr beyond its name and value.
 const XATTR_META_BYTES: u64 = 48;
 
-/// Estimated heap bytes of rarely used metadata (xattrs, ACLs).
+/// Estimated heap bytes of rarely used metadata (xattrs, ACLs). A function
+/// of what the box holds, read before and after each change to count it;
+/// a box holding nothing but times out of a stamp's range (set without
+/// such a count) counts as none.
 pub fn extra_bytes(extra: Option<&Extra>) -> u64 {
     let Some(e) = extra else { return 0 };
     let xattrs: u64 = e.xattrs.iter().map(|(k, v)| (k.len() + v.len()) as u64 + XATTR_META_BYTES).sum();
     let acls = [&e.acl_access, &e.acl_default].iter().filter_map(|a| a.as_ref()).map(|a| a.len() as u64).sum::<u64>();
+    if e.xattrs.is_empty()
+        && acls == 0
+        && e.acl_access.is_none()
+        && e.acl_default.is_none()
+        && e.rdev == 0
+        && e.fsflags == 0
+    {
+        return 0;
+    }
     std::mem::size_of::<Extra>() as u64 + xattrs + acls
 }
 
@@ -55,6 +70,9 @@ pub struct Extra {
     pub rdev: u32,
     /// Inode flags kept for lsattr/chattr (core/fileattr.rs).
     pub fsflags: u32,
+    /// Times outside what a [`Stamp`] holds (before 1697 or after 2242),
+    /// in [`Meta`]'s order: atime, mtime, ctime, btime.
+    pub(super) wide_times: Option<Box<[Timespec; 4]>>,
 }
 
 /// Mutable metadata of an inode (level-2 lock).
@@ -68,14 +86,78 @@ pub struct Meta {
     pub size: u64,
     /// Pages charged to this inode (data pages, or a long symlink's page).
     pub pages: u64,
-    pub atime: Timespec,
-    pub mtime: Timespec,
-    pub ctime: Timespec,
-    pub btime: Timespec,
+    /// atime, mtime, ctime, btime (read and set through the methods of
+    /// the same names: a time out of a stamp's range lives in `extra`).
+    times: [Stamp; 4],
     pub extra: Option<Box<Extra>>,
 }
 
+const ATIME: usize = 0;
+const MTIME: usize = 1;
+const CTIME: usize = 2;
+const BTIME: usize = 3;
+
 impl Meta {
+    /// Metadata whose four times are `now`.
+    pub fn new(
+        perm: u32,
+        nlink: u32,
+        (uid, gid): (u32, u32),
+        size: u64,
+        pages: u64,
+        now: Timespec,
+        extra: Option<Box<Extra>>,
+    ) -> Meta {
+        let mut m = Meta { perm, nlink, uid, gid, size, pages, extra, times: Default::default() };
+        (0..4).for_each(|i| m.set_time(i, now));
+        m
+    }
+
+    fn time(&self, i: usize) -> Timespec {
+        self.times[i].unpack().unwrap_or_else(|| {
+            // A wide stamp always has its time in extra (set_time put it there).
+            self.extra.as_ref().and_then(|e| e.wide_times.as_ref()).map_or_else(Timespec::default, |w| w[i])
+        })
+    }
+
+    fn set_time(&mut self, i: usize, t: Timespec) {
+        self.times[i] = match Stamp::pack(t) {
+            Some(s) => s,
+            None => {
+                self.extra_mut().wide_times.get_or_insert_with(Default::default)[i] = t;
+                Stamp::WIDE
+            }
+        };
+    }
+
+    pub fn atime(&self) -> Timespec {
+        self.time(ATIME)
+    }
+
+    pub fn mtime(&self) -> Timespec {
+        self.time(MTIME)
+    }
+
+    pub fn ctime(&self) -> Timespec {
+        self.time(CTIME)
+    }
+
+    pub fn btime(&self) -> Timespec {
+        self.time(BTIME)
+    }
+
+    pub fn set_atime(&mut self, t: Timespec) {
+        self.set_time(ATIME, t)
+    }
+
+    pub fn set_mtime(&mut self, t: Timespec) {
+        self.set_time(MTIME, t)
+    }
+
+    pub fn set_ctime(&mut self, t: Timespec) {
+        self.set_time(CTIME, t)
+    }
+
     pub fn extra_mut(&mut self) -> &mut Extra {
         self.extra.get_or_insert_with(Default::default)
     }
@@ -99,8 +181,8 @@ impl Meta {
 
     /// Mark a change to contents: mtime and ctime are now.
     pub fn touch_modified(&mut self, now: Timespec) {
-        self.mtime = now;
-        self.ctime = now;
+        self.set_mtime(now);
+        self.set_ctime(now);
     }
 
     /// A write or truncate by a caller without CAP_FSETID clears set-user-id,
@@ -129,14 +211,15 @@ impl Meta {
     /// relatime: update atime only if it is older than mtime/ctime or a day old.
     pub fn touch_accessed(&mut self, now: Timespec) {
         if self.atime_due(now) {
-            self.atime = now;
+            self.set_atime(now);
         }
     }
 
     /// Whether a read at `now` changes atime under relatime's rule: atime
     /// not after mtime or ctime, or a day old.
     pub fn atime_due(&self, now: Timespec) -> bool {
-        self.atime <= self.mtime || self.atime <= self.ctime || now.sec.saturating_sub(self.atime.sec) >= 86_400
+        let atime = self.atime();
+        atime <= self.mtime() || atime <= self.ctime() || now.sec.saturating_sub(atime.sec) >= 86_400
     }
 }
 
@@ -170,12 +253,19 @@ impl DirNode {
     }
 }
 
-/// An inode. Shared as `Arc<Inode>` between the table and in-flight requests.
+/// An inode. Shared as [`InodeRef`] between the table and in-flight requests.
 #[derive(Debug)]
 pub struct Inode {
     pub ino: Ino,
-    /// References the kernel holds (FUSE lookup count).
-    lookups: AtomicU64,
+    /// References the daemon holds ([`InodeRef`]s), beside `lookups` in
+    /// one word.
+    refs: AtomicU32,
+    /// References the kernel holds (FUSE lookup count). 32 bits, saturating:
+    /// the kernel's count is 64 bits, but it gives back all of it in the
+    /// FORGET that drops the inode (which then brings this to 0 however far
+    /// it had stuck), and partial FORGETs of 1 come only for replies it did
+    /// not keep, which no inode sees four billion of.
+    lookups: AtomicU32,
     meta: Mutex<Meta>,
     pub content: Content,
     usage: Arc<Usage>,
@@ -183,13 +273,14 @@ pub struct Inode {
 
 impl Inode {
     /// A new inode; the caller has already charged its inode space and any pages in `meta`.
-    pub fn new(ino: Ino, kind: Kind, meta: Meta, content: Content, usage: Arc<Usage>) -> Inode {
+    pub fn create(ino: Ino, kind: Kind, meta: Meta, content: Content, usage: Arc<Usage>) -> InodeRef {
         usage.inode_created();
         usage.account_uid(meta.uid, meta.pages as i64, 1);
         usage.account_meta(meta_bytes(kind, &content, &meta) as i64);
-        let inode = Inode { ino, lookups: AtomicU64::new(0), meta: Mutex::new(meta), content, usage };
+        let refs = AtomicU32::new(1);
+        let inode = Inode { ino, refs, lookups: AtomicU32::new(0), meta: Mutex::new(meta), content, usage };
         debug_assert_eq!(inode.kind(), kind);
-        inode
+        InodeRef(NonNull::from(Box::leak(Box::new(inode))))
     }
 
     /// What the inode is, from what it holds (one byte less per inode than
@@ -208,16 +299,17 @@ impl Inode {
     }
 
     pub fn add_lookup(&self) {
-        self.lookups.fetch_add(1, Ordering::AcqRel);
+        let _ = self.lookups.fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| Some(l.saturating_add(1)));
     }
 
     /// Drop `n` kernel references (saturating: a confused kernel cannot underflow us).
     pub fn forget(&self, n: u64) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
         let _ = self.lookups.fetch_update(Ordering::AcqRel, Ordering::Acquire, |l| Some(l.saturating_sub(n)));
     }
 
     pub fn lookups(&self) -> u64 {
-        self.lookups.load(Ordering::Acquire)
+        u64::from(self.lookups.load(Ordering::Acquire))
     }
 
     /// Unreachable: no names and no kernel references. Safe to drop from the table.
@@ -266,10 +358,10 @@ impl Inode {
             rdev: m.rdev(),
             size: m.size,
             blocks: m.pages * 8,
-            atime: m.atime,
-            mtime: m.mtime,
-            ctime: m.ctime,
-            btime: m.btime,
+            atime: m.atime(),
+            mtime: m.mtime(),
+            ctime: m.ctime(),
+            btime: m.btime(),
         }
     }
 
@@ -281,10 +373,10 @@ impl Inode {
 /// Estimated heap bytes of an inode's metadata: the inode, its table slot,
 /// a directory's index headers, a symlink's target, xattrs and ACLs.
 fn meta_bytes(kind: Kind, content: &Content, m: &Meta) -> u64 {
-    // The `Arc`'s allocation (the inode, the Arc's 16-byte header and
-    // malloc's 8, in 16-byte steps) and the table's slot with its room (a
-    // pointer and a control byte, at about two-thirds load: table.rs).
-    let base = (std::mem::size_of::<Inode>() as u64 + 16 + 8).next_multiple_of(16) + 14;
+    // The inode's allocation (its counts are inside it: InodeRef; malloc's
+    // 8, in 16-byte steps) and the table's slot with its room (a pointer
+    // and a control byte, at about two-thirds load: table.rs).
+    let base = (std::mem::size_of::<Inode>() as u64 + 8).next_multiple_of(16) + 14;
     let body = match content {
         Content::Dir(_) => std::mem::size_of::<DirNode>() as u64,
         Content::Symlink(t) => t.len() as u64,
@@ -315,5 +407,66 @@ impl Drop for Inode {
             // Last: a statfs waiting for orphans to go finds the space free.
             self.usage.unorphaned();
         }
+    }
+}
+
+/// A counted reference to an inode: what `InodeRef` would be, 8 bytes
+/// smaller. The count is the inode's own `refs` field, sharing a word with
+/// its lookup count, and there is no weak count: with them an inode is a
+/// 144-byte malloc chunk instead of 160 (issue 14: every byte of an empty
+/// file counts, ten million times). Made only by [`Inode::create`].
+pub struct InodeRef(NonNull<Inode>);
+
+// SAFETY: an InodeRef is a shared reference to an Inode that is Send and
+// Sync (checked below), counted atomically, as InodeRef is.
+unsafe impl Send for InodeRef {}
+// SAFETY: as above.
+unsafe impl Sync for InodeRef {}
+
+const _: () = {
+    const fn shareable<T: Send + Sync>() {}
+    shareable::<Inode>()
+};
+
+impl InodeRef {
+    /// Whether two references are to the same inode.
+    pub fn ptr_eq(a: &InodeRef, b: &InodeRef) -> bool {
+        a.0 == b.0
+    }
+}
+
+impl Deref for InodeRef {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        // SAFETY: the inode lives while any InodeRef to it does (refs > 0).
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Clone for InodeRef {
+    fn clone(&self) -> InodeRef {
+        // Relaxed, as Arc: a new reference is made from an existing one.
+        if self.refs.fetch_add(1, Ordering::Relaxed) > i32::MAX as u32 {
+            std::process::abort(); // as Arc does: billions of leaked references
+        }
+        InodeRef(self.0)
+    }
+}
+
+impl Drop for InodeRef {
+    fn drop(&mut self) {
+        if self.refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        // As Arc: every other reference's use happens before the free.
+        std::sync::atomic::fence(Ordering::Acquire);
+        // SAFETY: this was the last reference; the box came from Inode::create.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+    }
+}
+
+impl fmt::Debug for InodeRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
     }
 }

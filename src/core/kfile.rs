@@ -87,19 +87,19 @@ impl Fs {
         // coarse clock, which can lag memfs's fine one by a tick: without
         // the floor a passthrough write could leave mtime before btime, or
         // before the ctime of a chmod that preceded it.
-        let floor = m.ctime;
+        let floor = m.ctime();
         if new.mtime != old.mtime {
             // A write: the kernel set the memory file's mtime and ctime.
             let t = new.mtime.max(floor);
-            m.mtime = t;
-            m.ctime = t;
+            m.set_mtime(t);
+            m.set_ctime(t);
         }
         if new.atime != old.atime && !self.noatime.load(Ordering::Relaxed) && super::fileattr::atime_allowed(&m) {
             // The private tmpfs applied the mount's rule already
             // (strictatime or relatime): under strictatime take its time as
             // is; under relatime apply the rule to memfs's own times too.
             if self.strictatime() {
-                m.atime = new.atime.max(floor);
+                m.set_atime(new.atime.max(floor));
             } else {
                 m.touch_accessed(new.atime.max(floor));
             }

@@ -28,13 +28,12 @@
 //! doing I/O to the backing store, and a victim's lock is only tried.
 
 use super::data::{FileData, Slot};
-use super::inode::Inode;
+use super::inode::{Inode, InodeRef};
 use super::pager::{Pager, PAGE};
 use super::reclaim::{cold_slots, release_slot};
 use super::rw::data_lock;
 use super::types::Ino;
 use super::{Fs, FsError, FsResult};
-use crate::sync::Arc;
 
 /// Rounds a page-in retries when its pages keep changing under it.
 const PAGE_IN_ROUNDS: usize = 8;
@@ -114,7 +113,7 @@ impl Fs {
     /// Returns the pages moved, and whether a file that might have given
     /// some was busy (try again).
     pub(super) fn evict_memory_file_pages(&self, p: &Pager, max: usize, probation: bool) -> (u64, bool) {
-        let mut victims: Vec<((bool, u64), Arc<Inode>)> = vec![];
+        let mut victims: Vec<((bool, u64), InodeRef)> = vec![];
         let mut busy = false;
         for ino in self.kernel_file_inos() {
             let Ok(inode) = self.get(ino) else { continue };
@@ -337,6 +336,7 @@ mod tests {
     use super::super::pager::PagerConfig;
     use super::super::{Caller, FsConfig, Whence, ROOT_INO};
     use super::*;
+    use crate::sync::Arc;
 
     const ME: Caller = Caller { uid: 0, gid: 0, pid: 0 };
     const P: usize = PAGE as usize;

@@ -57,7 +57,7 @@ pub use usage::{UidUsage, UsageSnapshot};
 
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, RwLockWriteGuard};
 use dir::Dir;
-use inode::{Content, Inode, Meta, DIRENT_SIZE};
+use inode::{Content, Inode, InodeRef, Meta, DIRENT_SIZE};
 use usage::Usage;
 
 /// Which reads of a file must reach memfs for its access time to be kept
@@ -222,29 +222,18 @@ impl Fs {
         // with a limit of zero inodes allowed it is still created.
         usage.charge_inode();
         let now = Timespec::now();
-        let meta = Meta {
-            perm: cfg.root_mode & types::mode::PERM_MASK,
-            nlink: 2,
-            uid: cfg.root_uid,
-            gid: cfg.root_gid,
-            size: 2 * DIRENT_SIZE,
-            pages: 0,
-            atime: now,
-            mtime: now,
-            ctime: now,
-            btime: now,
-            extra: None,
-        };
+        let perm = cfg.root_mode & types::mode::PERM_MASK;
+        let meta = Meta::new(perm, 2, (cfg.root_uid, cfg.root_gid), 2 * DIRENT_SIZE, 0, now, None);
         let root_dir = Content::Dir(Box::new(inode::DirNode::new(Dir::new(cfg.dir_index), ROOT_INO)));
-        let root = Inode::new(ROOT_INO, Kind::Dir, meta, root_dir, usage);
+        let root = Inode::create(ROOT_INO, Kind::Dir, meta, root_dir, usage);
         // The kernel's reference to the root is implicit and never forgotten.
         root.add_lookup();
-        fs.inodes.insert(Arc::new(root));
+        fs.inodes.insert(root);
         fs
     }
 
     /// The inode `ino`, or ESTALE if the kernel names one we no longer have.
-    fn get(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+    fn get(&self, ino: Ino) -> FsResult<InodeRef> {
         self.inodes.get(ino).ok_or(FsError::Stale)
     }
 
@@ -316,12 +305,12 @@ impl Fs {
     }
 
     /// Allocate an inode number and register a new inode (already charged).
-    fn register(&self, kind: Kind, meta: Meta, mut content: Content) -> Arc<Inode> {
+    fn register(&self, kind: Kind, meta: Meta, mut content: Content) -> InodeRef {
         let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
         if let (Content::File(data), Some(p)) = (&mut content, &self.pager) {
             data.get_mut().attach(p.clone(), ino);
         }
-        let inode = Arc::new(Inode::new(ino, kind, meta, content, self.usage.clone()));
+        let inode = Inode::create(ino, kind, meta, content, self.usage.clone());
         self.inodes.insert(inode.clone());
         inode
     }
@@ -432,7 +421,7 @@ impl Fs {
         if !self.noatime() && fileattr::atime_allowed(m) {
             let now = Timespec::now();
             if self.strictatime() {
-                m.atime = now;
+                m.set_atime(now);
             } else {
                 m.touch_accessed(now);
             }
@@ -542,8 +531,8 @@ struct DirLocks<'a> {
 impl<'a> DirLocks<'a> {
     /// Lock the directories among `inodes` (duplicates allowed) in ascending
     /// inode order. Every caller that needs two or more directory locks uses this.
-    fn lock(inodes: &[&'a Arc<Inode>]) -> FsResult<DirLocks<'a>> {
-        let mut sorted: Vec<&'a Arc<Inode>> = inodes.to_vec();
+    fn lock(inodes: &[&'a InodeRef]) -> FsResult<DirLocks<'a>> {
+        let mut sorted: Vec<&'a InodeRef> = inodes.to_vec();
         sorted.sort_by_key(|i| i.ino);
         sorted.dedup_by_key(|i| i.ino);
         let mut guards = Vec::with_capacity(sorted.len());

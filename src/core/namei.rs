@@ -10,12 +10,11 @@ use super::acl::Acl;
 use super::cache::CACHE_XATTR;
 use super::dir::{self, Dir, DirIndex};
 use super::fileattr::{self, Change};
-use super::inode::{Content, DirNode, Inode, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
+use super::inode::{Content, DirNode, Inode, InodeRef, Meta, DIRENT_META_BYTES, DIRENT_SIZE};
 use super::types::{check_name, mode, Attr, Caller, Ino, Kind, Timespec, NAME_MAX, PAGE_SIZE, SYMLINK_MAX};
 use super::usage::xattr_cost;
 use super::usage::Usage;
 use super::{DirLocks, Fs, FsError, FsResult};
-use crate::sync::Arc;
 
 /// Symlink targets this long or longer (with their NUL) take a page, as in tmpfs.
 const SHORT_SYMLINK_LEN: usize = 128;
@@ -131,19 +130,7 @@ fn new_inode(
             }
             Box::new(e)
         });
-    let meta = Meta {
-        perm: inherited.perm,
-        nlink,
-        uid: caller.uid,
-        gid: inherited.gid,
-        size,
-        pages,
-        atime: now,
-        mtime: now,
-        ctime: now,
-        btime: now,
-        extra,
-    };
+    let meta = Meta::new(inherited.perm, nlink, (caller.uid, inherited.gid), size, pages, now, extra);
     (meta, content)
 }
 
@@ -336,7 +323,7 @@ impl Fs {
                 return Err(FsError::NoSpace);
             }
             m.nlink = nlink;
-            m.ctime = now;
+            m.set_ctime(now);
             if first_name {
                 self.unorphaned();
             }
@@ -406,7 +393,7 @@ impl Fs {
             {
                 let mut m = child.meta();
                 m.nlink = 0;
-                m.ctime = now;
+                m.set_ctime(now);
             }
             self.orphaned();
             let mut pm = p.meta();
@@ -519,8 +506,8 @@ impl Fs {
             for i in [op, np] {
                 i.meta().touch_modified(now);
             }
-            src.meta().ctime = now;
-            dst.meta().ctime = now;
+            src.meta().set_ctime(now);
+            dst.meta().set_ctime(now);
             return Ok(());
         }
         if let Some(dst) = mv.dst {
@@ -550,7 +537,7 @@ impl Fs {
                 if dst.kind() == Kind::Dir {
                     let mut dm = dst.meta();
                     dm.nlink = 0;
-                    dm.ctime = now;
+                    dm.set_ctime(now);
                     drop(dm);
                     self.orphaned();
                 } else if drop_link(dst, &self.usage, now) {
@@ -574,7 +561,7 @@ impl Fs {
         if src_is_dir {
             set_parent(src, np.ino);
         }
-        src.meta().ctime = now;
+        src.meta().set_ctime(now);
         if flags.whiteout {
             // The whiteout is a char device 0:0 of mode 0 made as mknod
             // would make it (shmem_whiteout): the group of a set-group-id
@@ -681,12 +668,12 @@ impl Fs {
 
 /// The inodes one rename works on.
 struct Moved<'a> {
-    op: &'a Arc<Inode>,
-    np: &'a Arc<Inode>,
+    op: &'a InodeRef,
+    np: &'a InodeRef,
     name: &'a [u8],
     newname: &'a [u8],
-    src: &'a Arc<Inode>,
-    dst: Option<&'a Arc<Inode>>,
+    src: &'a InodeRef,
+    dst: Option<&'a InodeRef>,
 }
 
 /// One name of a non-directory is gone. As shmem_unlink, a name other than
@@ -698,7 +685,7 @@ fn drop_link(inode: &Inode, usage: &Usage, now: Timespec) -> bool {
         usage.uncharge_inode();
     }
     m.nlink = m.nlink.saturating_sub(1);
-    m.ctime = now;
+    m.set_ctime(now);
     m.nlink == 0
 }
 

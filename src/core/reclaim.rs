@@ -7,7 +7,7 @@
 
 use super::arena::PageBuf;
 use super::data::{EvictCandidate, FileData, Slot};
-use super::inode::Inode;
+use super::inode::{Inode, InodeRef};
 use super::pager::policy::{PageId, Queue, Verdict};
 use super::pager::{Cold, Fault, PageError, Pager, PAGE};
 use super::types::Ino;
@@ -143,7 +143,7 @@ impl Fs {
     }
 
     /// The content lock of the file holding `id`, if it still exists.
-    fn page_file(&self, id: PageId) -> Option<Arc<Inode>> {
+    fn page_file(&self, id: PageId) -> Option<InodeRef> {
         self.get(id.ino).ok().filter(|i| i.file().is_some())
     }
 

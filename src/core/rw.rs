@@ -7,10 +7,10 @@
 //! pages counted in metadata always equal the pages stored.
 
 use super::data::{FileData, Written};
-use super::inode::{Inode, Meta};
+use super::inode::{Inode, InodeRef, Meta};
 use super::types::{Caller, Ino, Kind, Timespec, MAX_FILE_SIZE, PAGE_SIZE};
 use super::{Fs, FsError, FsResult};
-use crate::sync::{Arc, Ordering, RwLock};
+use crate::sync::{Ordering, RwLock};
 
 /// Pages a writer at the RAM ceiling makes room for at a time.
 const RECLAIM_BATCH: u64 = 32;
@@ -40,7 +40,7 @@ pub enum Whence {
 
 impl Fs {
     /// Regular file `ino` (EISDIR for a directory, EINVAL otherwise).
-    pub(super) fn file(&self, ino: Ino) -> FsResult<Arc<Inode>> {
+    pub(super) fn file(&self, ino: Ino) -> FsResult<InodeRef> {
         let inode = self.get(ino)?;
         match inode.kind() {
             Kind::File => Ok(inode),

@@ -3,10 +3,10 @@
 //!
 //! Owns the mapping only, not what an inode holds nor when it goes (mod.rs
 //! decides that). Sharded by the inode number's low bits into [`SHARDS`]
-//! hash tables of bare `Arc<Inode>` pointers, each behind its own lock from
+//! hash tables of bare `InodeRef` pointers, each behind its own lock from
 //! src/sync.rs (so the model-checked tests see them): the key is the
 //! inode's own `ino`, so a slot is one pointer and a control byte, where a
-//! `DashMap<Ino, Arc<Inode>>` slot carried the key beside it (issue 14:
+//! `DashMap<Ino, InodeRef>` slot carried the key beside it (issue 14:
 //! about 13 bytes an inode instead of 26, at the tables' usual load).
 //!
 //! Locks: a shard's lock is held for one table operation and nothing else
@@ -15,16 +15,16 @@
 
 use hashbrown::HashTable;
 
-use super::inode::Inode;
+use super::inode::{Inode, InodeRef};
 use super::types::Ino;
-use crate::sync::{Arc, RwLock};
+use crate::sync::RwLock;
 
 const SHARD_BITS: u32 = 6;
 /// Shards: enough that two workers rarely meet on one.
 pub const SHARDS: usize = 1 << SHARD_BITS;
 
 pub struct InodeTable {
-    shards: Box<[RwLock<HashTable<Arc<Inode>>>]>,
+    shards: Box<[RwLock<HashTable<InodeRef>>]>,
 }
 
 /// The shard of `ino`, and its hash inside the shard: inode numbers are
@@ -37,7 +37,7 @@ fn place(ino: Ino) -> (usize, u64) {
     (shard, (ino >> SHARD_BITS).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-fn rehash(inode: &Arc<Inode>) -> u64 {
+fn rehash(inode: &InodeRef) -> u64 {
     place(inode.ino).1
 }
 
@@ -52,7 +52,7 @@ impl InodeTable {
         InodeTable { shards: (0..SHARDS).map(|_| RwLock::new(HashTable::new())).collect() }
     }
 
-    pub fn get(&self, ino: Ino) -> Option<Arc<Inode>> {
+    pub fn get(&self, ino: Ino) -> Option<InodeRef> {
         let (s, h) = place(ino);
         self.shards[s].read().find(h, |i| i.ino == ino).cloned()
     }
@@ -63,7 +63,7 @@ impl InodeTable {
     }
 
     /// Add `inode`, whose number is not in the table (numbers are never reused).
-    pub fn insert(&self, inode: Arc<Inode>) {
+    pub fn insert(&self, inode: InodeRef) {
         let (s, h) = place(inode.ino);
         let mut t = self.shards[s].write();
         debug_assert!(t.find(h, |i| i.ino == inode.ino).is_none());
@@ -72,7 +72,7 @@ impl InodeTable {
 
     /// Remove `ino` if `keep_not` says so of it (under the shard's lock,
     /// so no one can look it up in between); what was removed.
-    pub fn remove_if(&self, ino: Ino, keep_not: impl FnOnce(&Inode) -> bool) -> Option<Arc<Inode>> {
+    pub fn remove_if(&self, ino: Ino, keep_not: impl FnOnce(&Inode) -> bool) -> Option<InodeRef> {
         let (s, h) = place(ino);
         let mut t = self.shards[s].write();
         match t.find_entry(h, |i| i.ino == ino) {
@@ -104,9 +104,10 @@ mod tests {
     use crate::core::inode::{Content, Meta};
     use crate::core::types::Kind;
     use crate::core::usage::Usage;
+    use crate::sync::Arc;
 
-    fn inode(ino: Ino, usage: &Arc<Usage>) -> Arc<Inode> {
-        Arc::new(Inode::new(ino, Kind::Fifo, Meta::default(), Content::Special(Kind::Fifo), usage.clone()))
+    fn inode(ino: Ino, usage: &Arc<Usage>) -> InodeRef {
+        Inode::create(ino, Kind::Fifo, Meta::default(), Content::Special(Kind::Fifo), usage.clone())
     }
 
     #[test]

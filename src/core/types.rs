@@ -105,6 +105,41 @@ impl From<Timespec> for SystemTime {
     }
 }
 
+/// A timestamp in 8 bytes, as an inode keeps it: seconds in 34 bits
+/// (signed: years 1697 to 2242) and nanoseconds in 30 (issue 14: four of
+/// them in every inode). A time outside that range is kept whole
+/// elsewhere (the inode's `Extra`) and this holds [`Stamp::WIDE`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stamp(u64);
+
+impl Stamp {
+    const NSEC_BITS: u32 = 30;
+    /// A nanosecond field no real time has: the time is kept whole elsewhere.
+    const WIDE_NSEC: u64 = (1 << Stamp::NSEC_BITS) - 1;
+    pub const WIDE: Stamp = Stamp(Stamp::WIDE_NSEC);
+    const MAX_SEC: i64 = (1 << 33) - 1;
+    const MIN_SEC: i64 = -(1 << 33);
+
+    /// `t` in 8 bytes, or `None` when it is outside the range.
+    pub fn pack(t: Timespec) -> Option<Stamp> {
+        let (sec, nsec) = (t.sec, t.nsec);
+        if !(Stamp::MIN_SEC..=Stamp::MAX_SEC).contains(&sec) || u64::from(nsec) >= Stamp::WIDE_NSEC {
+            return None;
+        }
+        Some(Stamp(((sec as u64) << Stamp::NSEC_BITS) | u64::from(nsec)))
+    }
+
+    /// The time, or `None` for [`Stamp::WIDE`].
+    pub fn unpack(self) -> Option<Timespec> {
+        let nsec = self.0 & Stamp::WIDE_NSEC;
+        if nsec == Stamp::WIDE_NSEC {
+            return None;
+        }
+        // An arithmetic shift brings the sign of the 34-bit seconds back.
+        Some(Timespec { sec: (self.0 as i64) >> Stamp::NSEC_BITS, nsec: nsec as u32 })
+    }
+}
+
 /// Everything `stat` shows about an inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Attr {
@@ -261,6 +296,22 @@ pub fn check_name(name: &[u8]) -> crate::core::FsResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stamp_holds_34_bits_of_seconds_and_the_nanoseconds_or_says_it_cannot() {
+        let max = (1i64 << 33) - 1;
+        for (sec, nsec) in
+            [(0, 0), (1, 999_999_999), (-1, 1), (-1, 999_999_999), (max, 5), (-max - 1, 7), (1_700_000_000, 123)]
+        {
+            let t = Timespec { sec, nsec };
+            assert_eq!(Stamp::pack(t).and_then(Stamp::unpack), Some(t), "{sec} {nsec}");
+        }
+        for (sec, nsec) in [(max + 1, 0), (-max - 2, 0), (i64::MAX, 0), (i64::MIN, 0)] {
+            assert_eq!(Stamp::pack(Timespec { sec, nsec }), None, "{sec}");
+        }
+        assert_eq!(Stamp::WIDE.unpack(), None);
+        assert_eq!(Stamp::default().unpack(), Some(Timespec::default()));
+    }
 
     fn withheld(pid: u32) -> Caller {
         Caller { uid: Caller::WITHHELD, gid: Caller::WITHHELD, pid }

@@ -106,7 +106,7 @@ def test_memory_comes_back_after_mass_deletion_and_metadata_bytes_is_honest():
         assert grown > n * 100, (grown, "the files really are in the daemon")
         assert 0.8 * grown <= meta <= 1.25 * grown, \
             f"metadata_bytes grew {meta} for {grown} bytes of RSS ({meta / n:.0f} vs {grown / n:.0f} a file)"
-        assert grown / n <= 330, f"{grown / n:.0f} bytes of RSS per empty file"
+        assert grown / n <= 250, f"{grown / n:.0f} bytes of RSS per empty file"
         empty()
         first = settled_rss(pid, enough=fresh * 1.1 + 8 * MIB)
         fill()
