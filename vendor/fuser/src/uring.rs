@@ -127,6 +127,10 @@ const HEADROOM: usize = 4096;
 /// `fuse_write_out`, 8 bytes).
 const STASH_SZ: usize = 64;
 const OPCODE_WRITE: u32 = abi::fuse_opcode::FUSE_WRITE as u32;
+/// A queue that has served no request for this long gives the pages of its
+/// idle buffers back to the kernel ([`trim_idle`]); memfs's own trim
+/// (src/trim.rs) waits for the same quiet second before it gives back.
+const IDLE_TRIM: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `struct fuse_uring_ent_in_out`.
 #[repr(C)]
@@ -653,6 +657,12 @@ fn serve_queue<FS: Filesystem>(
     // Reused every turn: no allocation per request.
     let mut done: Vec<u16> = Vec::with_capacity(QUEUE_DEPTH);
     let mut cqes: Vec<cqueue::Entry> = Vec::with_capacity(2 * QUEUE_DEPTH);
+    // Entries out of the kernel: from their request's completion until
+    // their commit is pushed (their buffers are in use).
+    let mut busy = [false; QUEUE_DEPTH];
+    // A request was served since the buffers were last given back.
+    let mut touched = false;
+    let idle = types::Timespec::from(IDLE_TRIM);
     loop {
         // Replies ready since the last turn become commits.
         std::mem::swap(&mut done, &mut *q.done.lock());
@@ -662,14 +672,27 @@ fn serve_queue<FS: Filesystem>(
             // this thread touches the entry now.
             let commit_id = unsafe { prepare_commit(&q.ents[usize::from(ent)]) };
             sqes.push(fuse_cmd(dev, q, ent, CMD_COMMIT_AND_FETCH, commit_id));
+            busy[usize::from(ent)] = false;
             *in_kernel += 1;
         }
         if end.is_some() && *in_kernel == 0 {
             break;
         }
         push_all(ring, sqes)?;
-        match ring.submit_and_wait(1) {
+        // After a request, wait at most IDLE_TRIM; idle since, give back.
+        let waited = if touched && end.is_none() {
+            ring.submitter()
+                .submit_with_args(1, &types::SubmitArgs::new().timespec(&idle))
+        } else {
+            ring.submit_and_wait(1)
+        };
+        match waited {
             Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => {
+                trim_idle(q, ring, &busy, buf);
+                touched = false;
+                continue;
+            }
             Err(e)
                 if matches!(
                     e.raw_os_error(),
@@ -724,6 +747,8 @@ fn serve_queue<FS: Filesystem>(
                 }
                 continue;
             }
+            busy[usize::from(ent)] = true;
+            touched = true;
             serve_entry(q, ent, buf, se);
         }
     }
@@ -738,6 +763,52 @@ fn serve_queue<FS: Filesystem>(
         _ => debug!("uring queue {qid}: connection ended"),
     }
     Ok(())
+}
+
+/// Give the pages of a queue's idle buffers back to the kernel
+/// (MADV_DONTNEED): the payload (and headroom) of every entry waiting in
+/// the kernel for a request, and the thread's reassembly buffer `buf`.
+/// After large requests these stay resident otherwise, up to
+/// `QUEUE_DEPTH` x 1 MiB + 1 MiB per CPU for as long as the mount lives;
+/// a page given back costs a page fault when a later request uses it.
+///
+/// Why this is sound while the kernel holds the entries: it copies a
+/// request into an entry's buffers only in this thread's context (task
+/// work run on its way back to user space, or its own commit in
+/// io_uring_enter), never while this thread runs user code, and it posts
+/// the entry's completion in the same step. So an entry with no completion
+/// waiting holds no request, and stays so until this thread next leaves a
+/// system call. Each madvise is such a call: the completion queue is
+/// checked before each one, and the trim stops at the first completion
+/// (its request must be served, not zeroed). Entries out of the kernel
+/// (`busy`: served, or waiting for a reply from another thread) are not
+/// touched.
+fn trim_idle(
+    q: &QueueShared,
+    ring: &mut IoUring<Entry128, cqueue::Entry>,
+    busy: &[bool; QUEUE_DEPTH],
+    buf: &mut [u8],
+) {
+    for (e, _) in q.ents.iter().zip(busy).filter(|(_, b)| !**b) {
+        if !ring.completion().is_empty() {
+            return;
+        }
+        // SAFETY: the entry's own mapping, whole (see QueueShared::new); it
+        // holds no request (above) and nothing else reads it meanwhile.
+        unsafe {
+            libc::madvise(e.payload.sub(HEADROOM).cast(), HEADROOM + e.payload_len, libc::MADV_DONTNEED);
+        }
+    }
+    // The reassembly buffer's whole pages (it is scratch: nothing in it is
+    // read before a request is copied in again).
+    let page = 4096;
+    let start = (buf.as_ptr() as usize).next_multiple_of(page);
+    let end = (buf.as_ptr() as usize + buf.len()) / page * page;
+    if end > start {
+        // SAFETY: whole pages inside `buf`, which this thread owns
+        // exclusively (&mut); zero-filled pages are a valid [u8].
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_DONTNEED) };
+    }
 }
 
 /// Put a stashed reply's arguments into the payload (a request parsed in
