@@ -24,8 +24,8 @@ use crate::ctl::{Ctl, CtlConfig};
 use crate::fuse::health::Health;
 use crate::fuse::invalidate::Invalidator;
 use crate::fuse::poll::Poller;
-use crate::fuse::Parked;
 use crate::fuse::{Counted, MemFs, PassthroughPlan};
+use crate::fuse::{Parked, RETURNING_GRACE};
 use crate::options::{MountOptions, PassthroughMode};
 use crate::sync::{Arc, OnceLock};
 
@@ -265,7 +265,9 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
     let notifier = Arc::new(OnceLock::new());
     let invalidator =
         Invalidator::start(notifier.clone()).map_err(|e| format!("cannot start the invalidation thread: {e}"))?;
-    let parked = Parked::start().map_err(|e| format!("cannot start the parked-request thread: {e}"))?;
+    let returning = fs.clone();
+    let parked = Parked::start(Box::new(move || returning.kernel_space_still_returning(RETURNING_GRACE)))
+        .map_err(|e| format!("cannot start the parked-request thread: {e}"))?;
     let poller = Arc::new(OnceLock::new());
     let pt = PassthroughPlan { wanted: wants_passthrough, required: opts.passthrough == PassthroughMode::On };
     let health = Arc::new(Health::new(opts.errors, stats.clone()));

@@ -359,6 +359,15 @@ impl Fs {
         store.used_pages().is_some_and(|used| used > self.usage.kernel_pages())
     }
 
+    /// Whether the pages the kernel holds beyond memfs's memory files
+    /// ([`Fs::kernel_space_returning`]) are on their way back: memory
+    /// files let pages go less than `within` ago, so the excess is theirs
+    /// (deleted files the kernel frees from deferred work, which took up to
+    /// 200 ms on a loaded machine), not a passthrough writer's.
+    pub fn kernel_space_still_returning(&self, within: std::time::Duration) -> bool {
+        self.usage.kernel_pages_fell_within(within) && self.kernel_space_returning()
+    }
+
     /// As [`Fs::rebalance_kernel_limit`], with `moving` pages of a heap
     /// file about to move into a memory file counted as theirs.
     fn rebalance_kernel_limit_moving(&self, moving: u64) -> bool {

@@ -71,6 +71,11 @@ pub struct Usage {
     /// files (their paged-out pages included): kept as they change, so
     /// that the memory files' own limit is set without a pass over them.
     kernel_pages: AtomicU64,
+    /// When `kernel_pages` last fell, in ms since `epoch` plus one (0:
+    /// never): pages of a deleted or shrunk memory file are then on their
+    /// way out of the kernel (src/fuse/parked.rs waits for them).
+    kernel_fell_ms: AtomicU64,
+    epoch: std::time::Instant,
     /// Inode limit; 0 = unlimited.
     max_inodes: AtomicU64,
     /// Ceiling on `meta_bytes` (`meta=`/`metapct=`); 0 = none.
@@ -168,6 +173,8 @@ impl Usage {
             max_pages: AtomicU64::new(max_pages),
             used_pages: AtomicU64::new(0),
             kernel_pages: AtomicU64::new(0),
+            kernel_fell_ms: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
             max_inodes: AtomicU64::new(max_inodes),
             max_meta: AtomicU64::new(0),
             used_ispace: AtomicU64::new(0),
@@ -293,7 +300,15 @@ impl Usage {
             self.kernel_pages.fetch_add(delta as u64, Ordering::AcqRel);
         } else {
             self.kernel_pages.fetch_sub(delta.unsigned_abs(), Ordering::AcqRel);
+            let now = self.epoch.elapsed().as_millis() as u64 + 1;
+            self.kernel_fell_ms.store(now, Ordering::Release);
         }
+    }
+
+    /// Whether `kernel_pages` fell less than `within` ago.
+    pub fn kernel_pages_fell_within(&self, within: std::time::Duration) -> bool {
+        let fell = self.kernel_fell_ms.load(Ordering::Acquire);
+        fell > 0 && self.epoch.elapsed().as_millis() as u64 + 1 < fell.saturating_add(within.as_millis() as u64)
     }
 
     /// Pages of files in kernel memory files, paged-out ones included.

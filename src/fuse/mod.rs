@@ -35,7 +35,7 @@ mod parked;
 mod passthrough;
 pub mod poll;
 pub use counted::Counted;
-pub use parked::Parked;
+pub use parked::{Parked, RETURNING_GRACE};
 use passthrough::{cached_open_flags, Created, OpenReply, Passthrough, FH_CACHED};
 
 use std::ffi::OsStr;
