@@ -15,7 +15,7 @@ use crate::core::cache::CachePolicy;
 use crate::core::numa::Policy;
 use crate::core::pager::backing::Backing;
 use crate::core::pager::codec::Codec;
-use crate::core::pager::{PagerConfig, DEFAULT_READAHEAD_PAGES};
+use crate::core::pager::{PagerConfig, DEFAULT_READAHEAD_PAGES, MIN_CEILING};
 use crate::core::types::PAGE_SIZE;
 use crate::core::DirIndex;
 
@@ -426,7 +426,8 @@ pub const OPTIONS: &[OptionSpec] = &[
         name: "passthrough",
         takes_value: true,
         help: "auto, on or off: files of passthrough_min or more keep their bytes in a kernel memory file and \
-               are opened with FUSE passthrough (kernel speed, held once; needs CAP_SYS_ADMIN and no ram=). \
+               are opened with FUSE passthrough (kernel speed, held once; needs CAP_SYS_ADMIN; under ram= such files \
+               are paged like any other). \
                auto: where possible (default); on: or the mount fails",
         apply: |o, v| {
             o.passthrough = auto_on_off(v, [PassthroughMode::Auto, PassthroughMode::On, PassthroughMode::Off])?;
@@ -708,6 +709,14 @@ impl MountOptions {
             (_, Some(pct)) => (self.size.saturating_mul(pct) / 100).max(PAGE_SIZE),
             (r, None) => r.div_ceil(PAGE_SIZE) * PAGE_SIZE,
         };
+        if ceiling > 0 && ceiling < MIN_CEILING {
+            let name = if self.swappct.is_some() { "swappct" } else { "ram" };
+            return Err(format!(
+                "invalid mount option '{name}': a RAM ceiling of {ceiling} bytes is too small to hold anything; \
+                 the least is {}k",
+                MIN_CEILING >> 10
+            ));
+        }
         if ceiling == 0 {
             if self.compress.is_some() {
                 return Err("invalid mount option 'compress': needs ram= or swappct= (a RAM ceiling)".into());
@@ -886,6 +895,9 @@ mod tests {
             "poll_us",
             "ram=lots",
             "ram=101%",
+            "ram=1",
+            "ram=60k",
+            "swappct=1,size=1M",
             "swappct=0",
             "swappct=150",
             "compress=gzip",

@@ -264,7 +264,16 @@ impl FileData {
 
     /// Whether the bytes can move to a kernel memory file: none paged out.
     pub fn can_move_to_kernel(&self) -> bool {
-        self.mem().is_none() && self.cold_from(0, 1).is_empty()
+        self.can_move_to_kernel_under(false)
+    }
+
+    /// As [`FileData::can_move_to_kernel`]; `paged`: under a RAM ceiling,
+    /// where a file with unwritten (fallocated) pages stays in the heap
+    /// too: there they cost no RAM, in a memory file they would be RAM the
+    /// pager cannot page out (tmpfs allocates fallocated pages).
+    pub fn can_move_to_kernel_under(&self, paged: bool) -> bool {
+        self.mem().is_none()
+            && !self.slots_from(0).any(|(_, p)| p.cold().is_some() || (paged && matches!(p, Slot::Unwritten)))
     }
 
     /// Pages of a memory-file file that are paged out (in the page map).

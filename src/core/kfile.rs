@@ -164,7 +164,8 @@ impl Fs {
         let Some(store) = &self.kernel_store else { return false };
         let size = inode.meta().size;
         let min = self.passthrough_min.load(Ordering::Relaxed);
-        if size.max(will_be) < min || !data.can_move_to_kernel() || self.no_data() {
+        let paged = self.pager.as_deref().is_some_and(|p| p.limit() > 0);
+        if size.max(will_be) < min || !data.can_move_to_kernel_under(paged) || self.no_data() {
             return false;
         }
         // The memory files' limit makes room for this file's pages first.

@@ -65,9 +65,16 @@ pub const TUNABLES: &[Tunable] = &[
     Tunable {
         name: "ram",
         help: "RAM ceiling for file data in bytes (ram=); write bytes, a k/m/g/t suffix or N% of RAM; \
-               lowering it pages out at once as far as it can; 0 = no ceiling; EINVAL on a mount without ram=",
+               lowering it pages out at once as far as it can; 0 = no ceiling; EINVAL on a mount without ram= \
+               and below 64k",
         get: |t| t.fs.pager_stats().map_or(0, |p| p.ram_limit_bytes).to_string(),
-        set: |t, v| t.fs.set_ram_limit(size_in_pages(v).map_err(|_| FsError::Invalid)?.saturating_mul(PAGE_SIZE)),
+        set: |t, v| {
+            let bytes = size_in_pages(v).map_err(|_| FsError::Invalid)?.saturating_mul(PAGE_SIZE);
+            if bytes > 0 && bytes < crate::core::pager::MIN_CEILING {
+                return Err(FsError::Invalid); // too small to hold anything
+            }
+            t.fs.set_ram_limit(bytes)
+        },
     },
     Tunable {
         name: "no_data",
@@ -247,6 +254,7 @@ mod tests {
         assert_eq!(get(&fs, "ram"), 64 << 10);
         assert!(pager.stats().ram_bytes() <= 64 << 10, "{:?}", pager.stats());
         assert_eq!(set(&fs, "ram", b"lots"), Err(FsError::Invalid));
+        assert_eq!(set(&fs, "ram", b"60k"), Err(FsError::Invalid), "below the least ceiling");
         assert_eq!(get(&fs, "ram"), 64 << 10);
         assert_eq!(fs.read(f.ino, 0, 64 * PAGE_SIZE as u32).unwrap(), vec![b'x'; 64 * PAGE_SIZE as usize]);
     }

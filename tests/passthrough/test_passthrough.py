@@ -359,12 +359,21 @@ def test_under_ram_memory_files_page_out_and_come_back_whole():
         s = settle(lambda: pager_keys(mnt), lambda s: s["ram_bytes"] <= 16 * MIB)
         assert s["ram_bytes"] <= 16 * MIB, s
         assert s["backing_bytes"] > 0 and s["memory_file_pages"] > 0, s
-        for i, b in data.items():  # each open pages its file in whole, then passthrough
+        for i, b in data.items():  # mostly paged out: read through memfs
             drop_caches()
             with open(os.path.join(mnt, f"f{i}"), "rb") as f:
                 assert f.read() == b, i
-        # An open file's pages stay in RAM: evicting it moves nothing.
+        # More than 1 MiB paged out: an open is not paged in whole (it is
+        # served through memfs, which loads only what reads touch).
         p = os.path.join(mnt, "f0")
+        memfs_tool("evict", p)
+        with open(p, "rb") as f:
+            assert f.read(10) == data[0][:10]
+            assert "resident 1536" not in memfs_tool("where", p)
+            f.seek(0)
+            assert f.read() == data[0]  # loads it back
+        # Back in RAM: an open pages in what is left, pins the file and
+        # passes through; its pages stay in RAM: evicting moves nothing.
         with open(p, "rb") as held:
             assert "evicted 0 pages" in memfs_tool("evict", p)
             assert "resident 1536 (100%)" in memfs_tool("where", p)

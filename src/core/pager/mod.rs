@@ -136,6 +136,11 @@ use crate::sync::{Arc, AtomicBool, AtomicI64, AtomicU64, Mutex, Ordering};
 /// Default `readahead=`: 512 KiB.
 pub const DEFAULT_READAHEAD_PAGES: u64 = 128;
 
+/// The smallest RAM ceiling accepted (`ram=`, `swappct=`, `opts/ram`):
+/// below it nothing fits beside the index's share, and every write got
+/// ENOSPC (`ram=1` was accepted and showed "ram 19M of 4.0K").
+pub const MIN_CEILING: u64 = 64 << 10;
+
 /// Most of the ceiling the compressed tier may hold when there is a backing
 /// store; past it the oldest compressed pages are written back.
 pub const ZIP_SHARE_PCT: u64 = 50;
