@@ -161,12 +161,13 @@ fn migrate_command(args: &[String]) -> ExitCode {
 #[derive(Parser, Debug)]
 #[command(
     name = "memfs where|evict|prime",
+    bin_name = "memfs where|evict|prime",
     about = "where: how many pages of each file are resident, compressed, on the backing store (as fincore). \
              evict: push the files' pages out of RAM (as vmtouch -e). prime: load them back into RAM.",
     after_help = "The files must be on a memfs mounted with ram= (docs/PAGER.md). Exit status 1 if any path failed."
 )]
 struct PagesCli {
-    /// Files on a memfs.
+    /// Files on a memfs; a directory stands for every file under it.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }

@@ -1,4 +1,4 @@
-//! `memfs where|evict|prime PATH...`: a file's pages per tier of the pager
+//! `memfs where|evict|prime PATH...`: a file's (or a directory tree's) pages per tier of the pager
 //! (as `fincore` shows the page cache), pushing a file out of RAM (as
 //! `vmtouch -e`), and loading it back (priming). Each works through
 //! memfs's own ioctls on the file (numbers here, answered in fuse/ioctl.rs); evict and prime go in
@@ -7,7 +7,7 @@
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::report::human_bytes;
 /// `_IOC(dir, type, nr, size)` as the kernel encodes it (asm-generic/ioctl.h).
@@ -115,28 +115,106 @@ pub fn move_file(path: &Path, action: Action, progress: &mut dyn FnMut(u64)) -> 
     }
 }
 
-/// Run `action` on every path; results to `out`, errors to `err`, and
+/// The regular files under directory `dir`, sorted; symbolic links are not
+/// followed and other file systems mounted inside are not entered.
+fn files_under(dir: &Path) -> Result<Vec<PathBuf>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?.dev();
+    let (mut files, mut todo) = (Vec::new(), vec![dir.to_path_buf()]);
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
+            let entry = entry.map_err(|e| format!("{}: {e}", d.display()))?;
+            let Ok(m) = entry.metadata() else { continue }; // gone meanwhile
+            if m.dev() != dev {
+                continue;
+            }
+            if m.is_dir() {
+                todo.push(entry.path());
+            } else if m.is_file() {
+                files.push(entry.path());
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// `action` on every regular file under directory `dir`: one line for the
+/// whole tree (a file that fails is reported and the rest go on).
+fn run_tree(action: Action, dir: &Path, err: &mut dyn Write, tty: bool) -> (Result<String, String>, bool) {
+    let files = match files_under(dir) {
+        Ok(f) => f,
+        Err(e) => return (Err(e), false),
+    };
+    let mut ok = true;
+    let (mut sum, mut moved) = ([0u64; 4], 0u64);
+    for f in &files {
+        let r = match action {
+            Action::Where => tiers(f).map(|t| (0..4).for_each(|i| sum[i] += t[i])),
+            _ => {
+                let before = moved;
+                let verb = if action == Action::Evict { "evicted" } else { "primed" };
+                move_file(f, action, &mut |n| {
+                    if tty {
+                        let _ = write!(err, "\r{}: {verb} {}\x1b[K", dir.display(), human_bytes((before + n) * PAGE));
+                    }
+                })
+                .map(|n| moved += n)
+            }
+        };
+        if let Err(e) = r {
+            let _ = writeln!(err, "memfs: {e}");
+            ok = false;
+        }
+    }
+    if tty && action != Action::Where {
+        let _ = write!(err, "\r\x1b[K");
+    }
+    let n = files.len();
+    let line = match action {
+        Action::Where => format!("{} ({n} files)", where_line(dir, sum)),
+        Action::Evict => {
+            format!("{}: evicted {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE))
+        }
+        Action::Prime => {
+            format!("{}: primed {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE))
+        }
+    };
+    (Ok(line), ok)
+}
+
+/// `action` on one file: its line.
+fn run_file(action: Action, path: &Path, err: &mut dyn Write, tty: bool) -> Result<String, String> {
+    if action == Action::Where {
+        return tiers(path).map(|t| where_line(path, t));
+    }
+    let verb = if action == Action::Evict { "evicted" } else { "primed" };
+    let mut show = |n: u64| {
+        if tty {
+            let _ = write!(err, "\r{}: {verb} {}\x1b[K", path.display(), human_bytes(n * PAGE));
+        }
+    };
+    move_file(path, action, &mut show).map(|n| {
+        if tty {
+            let _ = write!(err, "\r\x1b[K");
+        }
+        format!("{}: {verb} {} pages ({})", path.display(), n, human_bytes(n * PAGE))
+    })
+}
+
+/// Run `action` on every path (a directory: on every regular file under
+/// it, with one line for the tree); results to `out`, errors to `err`, and
 /// progress too when `err` is a terminal (`tty`). Returns whether every
 /// path worked.
 pub fn run(action: Action, paths: &[std::path::PathBuf], out: &mut dyn Write, err: &mut dyn Write, tty: bool) -> bool {
     let mut ok = true;
     for path in paths {
-        let result = match action {
-            Action::Where => tiers(path).map(|t| where_line(path, t)),
-            _ => {
-                let verb = if action == Action::Evict { "evicted" } else { "primed" };
-                let mut show = |n: u64| {
-                    if tty {
-                        let _ = write!(err, "\r{}: {verb} {}\x1b[K", path.display(), human_bytes(n * PAGE));
-                    }
-                };
-                move_file(path, action, &mut show).map(|n| {
-                    if tty {
-                        let _ = write!(err, "\r\x1b[K");
-                    }
-                    format!("{}: {verb} {} pages ({})", path.display(), n, human_bytes(n * PAGE))
-                })
-            }
+        let result = if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+            let (result, all) = run_tree(action, path, err, tty);
+            ok &= all;
+            result
+        } else {
+            run_file(action, path, err, tty)
         };
         match result {
             Ok(line) => {

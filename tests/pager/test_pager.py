@@ -422,6 +422,9 @@ BAD_OPTIONS = [
     ("size=64M,swappct=101", "swappct"),
     ("size=64M,swappct=abc", "swappct"),
     ("size=64M,ram=4M,swappct=50", "swappct"),
+    ("size=64M,ram=1", "ram"),  # too small to hold anything
+    ("size=64M,ram=60k", "ram"),
+    ("size=1M,swappct=1", "swappct"),
 ]
 
 
@@ -553,6 +556,32 @@ def resident_pages(path):
     """Resident pages of a file, as `memfs where` shows them."""
     out = subprocess.run([MEMFS_BIN, "where", path], capture_output=True, text=True, check=True).stdout
     return int(out.split("resident ")[1].split()[0])
+
+
+def test_evict_prime_and_where_take_a_directory():
+    """A directory stands for every regular file under it (as vmtouch): one
+    line for the tree, symbolic links not followed."""
+    with scratch_dir() as back, memfs(f"size=256M,ram=8M,backing={back}") as mnt:
+        d = os.path.join(mnt, "d")
+        os.makedirs(os.path.join(d, "e"))
+        for i in range(3):
+            with open(os.path.join(d, f"f{i}"), "wb") as f:
+                f.write(os.urandom(MIB))
+            with open(os.path.join(d, "e", f"g{i}"), "wb") as f:
+                f.write(b"g" * 100 * 4096)
+        os.symlink("/usr", os.path.join(d, "link"))
+        pages = 3 * 256 + 3 * 100
+
+        def tool(*args):
+            return subprocess.run([MEMFS_BIN, *args], capture_output=True, text=True, check=True).stdout
+
+        assert f"evicted {pages} pages (4.2M) of 6 files" in tool("evict", d)
+        assert "resident 0 (0%)" in tool("where", d) and "(6 files)" in tool("where", d)
+        assert f"primed {pages} pages" in tool("prime", d)
+        out = tool("where", d)
+        assert f"{pages} pages" in out and f"resident {pages} (100%)" in out, out
+        for i in range(3):
+            assert read_whole(os.path.join(d, "e", f"g{i}")) == b"g" * 100 * 4096
 
 
 @pytest.mark.parametrize("scan_written", ["before_hot", "after_hot"])
