@@ -437,12 +437,18 @@ impl Fs {
         let lock = data_lock(inode);
         let n = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size));
         self.sync_kernel(inode, &lock.read());
-        if let Some(bytes) = self.kread_through(inode, off, size)? {
+        if let Some(bytes) = self.kread_through(inode, off, size, false)? {
             return Ok(bytes);
         }
         let len = n(&inode.meta());
         if len > 0 {
-            self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE))?;
+            if let Err(e) = self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE)) {
+                // Under a tiny ceiling a large request's pages can push each
+                // other out as they load, round after round (a 1 MiB direct
+                // read under ram=2M got EIO): serve it from loaded copies
+                // instead, as a random reader's first miss is.
+                return self.kread_through(inode, off, size, true)?.ok_or(e);
+            }
         }
         let mut data = lock.read();
         let len = n(&inode.meta());
@@ -471,7 +477,8 @@ impl Fs {
     /// stay where they are (pager/admit.rs). `None` when this read is not
     /// one (no paged-out page in it, a sequential reader, a second miss)
     /// or its pages changed meanwhile: the caller pages them in.
-    fn kread_through(&self, inode: &Inode, off: u64, size: u32) -> FsResult<Option<Vec<u8>>> {
+    /// `force`: whatever the reader's pattern (the page-in failed).
+    fn kread_through(&self, inode: &Inode, off: u64, size: u32, force: bool) -> FsResult<Option<Vec<u8>>> {
         let Some(p) = self.pager.as_deref() else { return Ok(None) };
         let lock = data_lock(inode);
         let n = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size));
@@ -481,7 +488,7 @@ impl Fs {
         let sequential = data.note_read(off, len as usize);
         let (from, to) = range(len);
         let cold = data.cold_between(from, to);
-        if cold.is_empty() || sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i)) {
+        if cold.is_empty() || (!force && (sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i)))) {
             return Ok(None);
         }
         drop(data);

@@ -558,6 +558,26 @@ def resident_pages(path):
     return int(out.split("resident ")[1].split()[0])
 
 
+def test_large_direct_reads_under_a_tiny_ceiling_read_back():
+    """Under strictatime memfs's reads reach it in the reader's size (1 MiB
+    requests); under ram=2M the pages of one such request pushed each other
+    out as they loaded, and after eight rounds the read got EIO. It is now
+    served from the loaded copies instead."""
+    with scratch_dir() as back, memfs(f"size=64M,strictatime,ram=2M,backing={back}") as mnt:
+        path = os.path.join(mnt, "f")
+        data = os.urandom(3 * MIB)
+        with open(path, "wb") as f:
+            f.write(data)
+        assert read_whole(path) == data
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for _ in range(3):
+                assert os.pread(fd, 4096, 0) == data[:4096]
+            assert read_whole(path) == data  # a second open, the first still held
+        finally:
+            os.close(fd)
+
+
 def test_evict_prime_and_where_take_a_directory():
     """A directory stands for every regular file under it (as vmtouch): one
     line for the tree, symbolic links not followed."""
