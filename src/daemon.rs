@@ -29,16 +29,17 @@ use crate::fuse::{Parked, RETURNING_GRACE};
 use crate::options::{MountOptions, PassthroughMode};
 use crate::sync::{Arc, OnceLock};
 
-/// Mount `opts` at `mountpoint` and serve it. Returns when unmounted
-/// (foreground) or, in the parent of a daemon, once the mount is live.
-pub fn run(mountpoint: &Path, opts: &MountOptions, foreground: bool) -> Result<(), String> {
+/// Mount `opts` (parsed from `given`) at `mountpoint` and serve it. Returns
+/// when unmounted (foreground) or, in the parent of a daemon, once the
+/// mount is live.
+pub fn run(mountpoint: &Path, opts: &MountOptions, given: &str, foreground: bool) -> Result<(), String> {
     let mountpoint =
         std::fs::canonicalize(mountpoint).map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
     if !mountpoint.is_dir() {
         return Err(format!("mount point {} is not a directory", mountpoint.display()));
     }
     if foreground {
-        return serve(&mountpoint, opts, None);
+        return serve(&mountpoint, opts, given, None);
     }
     let (read_end, write_end) = pipe()?;
     // SAFETY: no threads exist yet in this process, so fork is safe.
@@ -48,7 +49,7 @@ pub fn run(mountpoint: &Path, opts: &MountOptions, foreground: bool) -> Result<(
             drop(read_end);
             // SAFETY: setsid has no preconditions; it detaches from the terminal.
             unsafe { libc::setsid() };
-            let result = serve(&mountpoint, opts, Some(File::from(write_end)));
+            let result = serve(&mountpoint, opts, given, Some(File::from(write_end)));
             std::process::exit(i32::from(result.is_err()));
         }
         _child => {
@@ -172,9 +173,9 @@ fn same_kind(a: &MountOption, b: &MountOption) -> bool {
 
 /// Mount and serve in this process; `status` (daemon mode) hears "ok" once
 /// the mount is live, or the error that prevented it.
-fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result<(), String> {
+fn serve(mountpoint: &Path, opts: &MountOptions, given: &str, status: Option<File>) -> Result<(), String> {
     let foreground = status.is_none();
-    let session = match (mount_session(mountpoint, opts), status) {
+    let session = match (mount_session(mountpoint, opts, given), status) {
         (Ok(session), Some(mut status)) => {
             status.write_all(b"ok\n").map_err(|e| format!("cannot report to the starting process: {e}"))?;
             drop(status);
@@ -194,7 +195,7 @@ fn serve(mountpoint: &Path, opts: &MountOptions, status: Option<File>) -> Result
 }
 
 /// Mount, with the stop signals routed to a thread that unmounts.
-fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Counted<MemFs>>, String> {
+fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<Session<Counted<MemFs>>, String> {
     let set = stop_signals();
     // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -259,6 +260,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions) -> Result<Session<Count
             owner_uid,
             owner_gid,
             mountpoint: mountpoint.to_string_lossy().into_owned(),
+            options: given.to_string(),
         };
         Ctl::new(cfg, fs.clone(), stats.clone(), knobs.clone())
     });

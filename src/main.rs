@@ -218,7 +218,7 @@ fn mount(
             Some(s) if options::valid_fsname(s) => format!("fsname={s},{opts}"),
             _ => opts.to_string(),
         };
-        options::parse(&named, defaults()).and_then(|o| memfs::daemon::run(mountpoint, &o, foreground))
+        options::parse(&named, defaults()).and_then(|o| memfs::daemon::run(mountpoint, &o, &named, foreground))
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -252,7 +252,7 @@ fn mount_helper(args: Vec<String>) -> ExitCode {
     let opts = opts.join(",");
     if fake {
         let checked = if remount::is_remount(&opts) {
-            remount::parse(&opts, defaults()).map(|_| ())
+            remount::parse(&opts, defaults(), remount::mounted_options(dir.as_ref(), &opts).as_deref()).map(|_| ())
         } else {
             options::parse(&opts, defaults()).map(|_| ())
         };

@@ -14,10 +14,14 @@
 //!   `sync`, `dirsync`) go to the kernel with mount(2)'s MS_REMOUNT; the kernel
 //!   then enforces read-only itself (EROFS) and refuses it while a file is
 //!   open for writing (EBUSY);
-//! - options fixed at mount time (`mode=`, `uid=`, `gid=`, `threads=`,
-//!   `fsname=`, `dirindex=`, FUSE's `user_id=`, ...) are checked and left
-//!   alone, as tmpfs leaves `mode=`/`uid=`/`gid=`; anything unknown or
-//!   malformed is refused before anything changes.
+//! - `mode=`, `uid=`, `gid=` and FUSE's `user_id=`, ... are checked and
+//!   left alone, as tmpfs leaves them;
+//! - every other option is fixed at mount (`compress=`, `backing=`,
+//!   `cache=`, `threads=`, `uring=`, ...): the value the mount has (read
+//!   from its `stats/options`, compared after parsing, so `ram=65536k`
+//!   is `ram=64M`) passes, as mount(8) passes an fstab line back on every
+//!   remount; another value is refused by name rather than ignored;
+//! - anything unknown or malformed is refused before anything changes.
 //!
 //! Two kinds of caller, two readings of the VFS flags ([`Scope`]): mount(8)
 //! passes the complete, merged set (after `mount -o remount,suid` the list
@@ -31,6 +35,11 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use crate::core::arena::Huge;
+use crate::core::cache::CachePolicy;
+use crate::core::numa::Policy;
+use crate::core::pager::codec::Codec;
+use crate::core::pager::DEFAULT_READAHEAD_PAGES;
 use crate::core::types::PAGE_SIZE;
 use crate::options::{self, MountOptions, DEFAULT_CTLDIR};
 
@@ -119,10 +128,14 @@ pub struct Request {
     pub clear: libc::c_ulong,
     /// Control directory name (`ctldir=` if given).
     pub ctldir: String,
+    /// `swappct=`: a new ceiling as a percentage of `size=` (becomes `ram`).
+    pub swappct: Option<u64>,
 }
 
-/// Check every option; nothing is applied here.
-pub fn parse(opts: &str, defaults: MountOptions) -> Result<Request, String> {
+/// Check every option; nothing is applied here. `mounted` is the options
+/// the mount was given (its `stats/options`), when known: options fixed at
+/// mount are checked against it ([`check_fixed`]).
+pub fn parse(opts: &str, defaults: MountOptions, mounted: Option<&str>) -> Result<Request, String> {
     let mut req = Request { ctldir: DEFAULT_CTLDIR.to_string(), ..Request::default() };
     let mut rest = vec![];
     for item in opts.split(',').filter(|s| !s.is_empty() && *s != "remount") {
@@ -149,6 +162,9 @@ pub fn parse(opts: &str, defaults: MountOptions) -> Result<Request, String> {
             req.live.retain(|(n, _)| n != live);
             req.live.push((live, v.to_string()));
         }
+        if let ("swappct", Some(v)) = (name, value) {
+            req.swappct = v.parse().ok(); // checked with the rest below
+        }
         if name == "ctldir" {
             match value {
                 Some("off") => {
@@ -160,18 +176,120 @@ pub fn parse(opts: &str, defaults: MountOptions) -> Result<Request, String> {
         }
         rest.push(item);
     }
-    // The option table checks names and values (and refuses what it does not know).
-    options::parse(&rest.join(","), defaults)?;
+    // The option table checks names and values (and refuses what it does
+    // not know); over the mount's own options when they are known, so that
+    // `compress=` alone is read with the mount's `ram=`.
+    match mounted {
+        Some(mounted) => check_fixed(mounted, &rest, defaults)?,
+        None => drop(options::parse(&rest.join(","), defaults)?),
+    }
     Ok(req)
+}
+
+/// Options tmpfs takes on a remount and ignores (they set the root
+/// directory's mode and owner at mount): memfs does the same.
+const IGNORED: &[&str] = &["mode", "uid", "gid"];
+
+/// Options where giving one replaces the other.
+const EITHER: &[(&str, &str)] = &[("ram", "swappct"), ("meta", "metapct")];
+
+fn option_name(item: &str) -> &str {
+    item.split_once('=').map_or(item, |(n, _)| n)
+}
+
+/// `mounted` with `items` given after it: an item replaces the mount's
+/// items of the same name or of its [`EITHER`] partner.
+fn merged(mounted: &str, items: &[&str]) -> String {
+    let replaced = |name: &str| {
+        items
+            .iter()
+            .map(|i| option_name(i))
+            .any(|n| n == name || EITHER.iter().any(|&(a, b)| (a, b) == (n, name) || (b, a) == (n, name)))
+    };
+    let kept = mounted.split(',').filter(|i| !i.is_empty() && !replaced(option_name(i)));
+    kept.chain(items.iter().copied()).collect::<Vec<_>>().join(",")
+}
+
+/// Check a remount's options (`items`: all but the VFS flags) over
+/// `mounted`, the options the daemon was mounted with (its
+/// `stats/options`). An option fixed at mount passes with the value it
+/// has, however spelled (mount(8) passes fstab's options back on every
+/// remount), and is refused, by name, with any other: it would be
+/// ignored. The live ones change through the control files ([`run`]).
+fn check_fixed(mounted: &str, items: &[&str], defaults: MountOptions) -> Result<(), String> {
+    options::parse(&merged(mounted, items), defaults.clone())?;
+    let Ok(before) = options::parse(mounted, defaults.clone()) else {
+        return Ok(()); // nothing to compare with (cannot happen: the daemon parsed it)
+    };
+    for item in items {
+        let name = option_name(item);
+        if IGNORED.contains(&name) || LIVE.contains(&name) || name == "swappct" || name == "ctldir" {
+            continue;
+        }
+        let after = options::parse(&merged(mounted, &[item]), defaults.clone())?;
+        if !same_fixed(&before, &after) {
+            let was = mounted.split(',').rfind(|i| option_name(i) == name);
+            let was = was.map_or_else(|| format!("without {name}="), |i| format!("with {i}"));
+            return Err(format!(
+                "{name}= is fixed at mount and cannot change on a live memfs (it was mounted {was}): \
+                 unmount it and mount it again with {item}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` agree on every option fixed at mount, with defaults
+/// taken as given (`compress=lz4` under a ceiling is no change).
+fn same_fixed(a: &MountOptions, b: &MountOptions) -> bool {
+    let norm = |o: &MountOptions| {
+        let mut o = o.clone();
+        // Live (LIVE, the atime rules, the VFS flags) or ignored (IGNORED).
+        (o.size, o.nr_inodes, o.poll_us, o.ram, o.swappct) = (0, 0, 0, 0, None);
+        (o.mpol, o.huge, o.passthrough_create) = (Policy::Default, Huge::Never, false);
+        (o.noatime, o.strictatime, o.flags, o.ctldir) = (false, false, vec![], None);
+        (o.mode, o.uid, o.gid) = (0, 0, 0);
+        // What not giving an option means.
+        o.compress = Some(o.compress.unwrap_or(Codec::Lz4));
+        o.readahead = Some(o.readahead.unwrap_or(DEFAULT_READAHEAD_PAGES * PAGE_SIZE));
+        o.cache = Some(o.cache.unwrap_or(CachePolicy::All));
+        o
+    };
+    norm(a) == norm(b)
 }
 
 const ATIME_MODES: libc::c_ulong = libc::MS_NOATIME | libc::MS_RELATIME | libc::MS_STRICTATIME;
 
+/// The options the memfs at `mnt` was mounted with (its `stats/options`,
+/// under the control directory `opts` names), if it can be read.
+pub fn mounted_options(mnt: &Path, opts: &str) -> Option<String> {
+    let ctldir = opts.split(',').rev().find_map(|i| i.strip_prefix("ctldir=")).unwrap_or(DEFAULT_CTLDIR);
+    let text = std::fs::read_to_string(mnt.join(ctldir).join("stats/options")).ok()?;
+    Some(text.trim_end().to_string())
+}
+
 /// Remount the memfs at `mountpoint` with `opts` (containing `remount`).
 pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) -> Result<(), String> {
-    let mut req = parse(opts, defaults)?;
     let (mnt, superopts) = memfs_mountpoint(mountpoint)?;
+    let mounted = mounted_options(&mnt, opts);
+    let mut req = parse(opts, defaults, mounted.as_deref())?;
     let ctl = mnt.join(&req.ctldir).join("opts");
+    if let Some(pct) = req.swappct {
+        // The new ceiling as a share of the new size, or of the size now.
+        let size = match req.live.iter().find(|(n, _)| *n == "size") {
+            Some((_, v)) => live_value("size", v).and_then(|v| v.parse().ok()),
+            None => std::fs::read_to_string(ctl.join("size")).ok().and_then(|v| v.trim().parse().ok()),
+        };
+        match size {
+            Some(0) => return Err("swappct= needs a size= limit (it is a percentage of size=)".into()),
+            Some(size) => {
+                let ram = (size as u128 * pct as u128 / 100).max(PAGE_SIZE as u128);
+                req.live.retain(|(n, _)| *n != "ram");
+                req.live.push(("ram", ram.to_string()));
+            }
+            None => {} // no control directory: refused below like any live change
+        }
+    }
     let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
     let before = current_flags(&target, &superopts)?;
     let after = match scope {
@@ -433,7 +551,7 @@ mod tests {
     use super::*;
 
     fn req(opts: &str) -> Result<Request, String> {
-        parse(opts, MountOptions::defaults(0, 0))
+        parse(opts, MountOptions::defaults(0, 0), None)
     }
 
     #[test]
@@ -476,6 +594,34 @@ mod tests {
         assert!(req("remount,mode=999").is_err());
         assert!(req("remount,ctldir=off").is_err());
         assert_eq!(req("remount,ctldir=.ctl,size=1G").unwrap().ctldir, ".ctl");
+    }
+
+    #[test]
+    fn fixed_options_pass_unchanged_and_are_refused_changed() {
+        let mounted = "size=1G,ram=64M,backing=/var/tmp,cache=metadata";
+        let r = |opts: &str| parse(opts, MountOptions::defaults(0, 0), Some(mounted));
+        // mount(8)'s complete set, other spellings, defaults named, tmpfs's ignored ones.
+        assert!(r(&format!("remount,{mounted},user_id=0")).is_ok());
+        assert!(r("remount,ram=65536k,compress=lz4,readahead=512k,cache=metadata").is_ok());
+        assert!(r("remount,mode=700,uid=5,nofail,size=2G").is_ok());
+        // Read over the mount's own options: compress= alone is no "needs ram=".
+        let e = r("remount,compress=zstd").unwrap_err();
+        assert!(e.contains("compress= is fixed at mount") && e.contains("without compress="), "{e}");
+        let e = r("remount,backing=/tmp").unwrap_err();
+        assert!(e.contains("backing= is fixed") && e.contains("with backing=/var/tmp"), "{e}");
+        for changed in ["cache=all", "passthrough=off", "metapct=10", "threads=2", "uring=on", "dirindex=btree"] {
+            assert!(r(&format!("remount,{changed}")).is_err(), "{changed}");
+        }
+        // swappct= replaces the mount's ram= (a live change), and is remembered.
+        assert_eq!(r("remount,swappct=50").unwrap().swappct, Some(50));
+        assert!(r("remount,swappct=50,ram=1G").is_err());
+        assert!(r("remount,bogus").unwrap_err().contains("bogus"));
+    }
+
+    #[test]
+    fn a_remounts_items_replace_the_mounts_own() {
+        assert_eq!(merged("size=1G,ram=64M,meta=1M", &["swappct=5", "size=2G"]), "meta=1M,swappct=5,size=2G");
+        assert_eq!(merged("swappct=5,metapct=2", &["ram=1G", "meta=2M"]), "ram=1G,meta=2M");
     }
 
     #[test]

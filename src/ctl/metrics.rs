@@ -24,6 +24,8 @@ pub struct View<'a> {
     pub snapshots: usize,
     /// Where this memfs is mounted (the `mountpoint` label in Prometheus).
     pub mountpoint: &'a str,
+    /// The mount options as given at mount (`stats/options`).
+    pub options: &'a str,
     /// The pager's figures (all zero without `ram=`).
     pub pager: PagerStats,
 }

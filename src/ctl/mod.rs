@@ -56,6 +56,9 @@ pub struct CtlConfig {
     pub owner_gid: u32,
     /// Where the file system is mounted (a label in `stats/prometheus`).
     pub mountpoint: String,
+    /// The mount options as the daemon was given them (`stats/options`;
+    /// a remount checks the options fixed at mount against them).
+    pub options: String,
 }
 
 /// What a node of the tree is.
@@ -149,6 +152,7 @@ impl Ctl {
             stats: &self.stats,
             snapshots: self.snapshots.len(),
             mountpoint: &self.cfg.mountpoint,
+            options: &self.cfg.options,
             pager: self.fs.pager_stats().unwrap_or_default(),
         }
     }

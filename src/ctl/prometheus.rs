@@ -96,6 +96,7 @@ mod tests {
             stats: &stats,
             snapshots: 0,
             mountpoint: "/a \"b\"\\",
+            options: "size=1G,ram=64M",
             pager: Default::default(),
         };
         let text = render(&v);

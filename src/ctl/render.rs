@@ -60,6 +60,11 @@ pub const STAT_FILES: &[StatFile] = &[
         help: "the last (or running) migration onto the allowed nodes (opts/migrate), as `key: value` lines",
         render: migrate,
     },
+    StatFile {
+        name: "options",
+        help: "the mount options as given at mount, one line (a remount refuses to change those fixed at mount)",
+        render: options,
+    },
     StatFile { name: "uid", help: "data bytes and inodes owned by each uid", render: uid },
     StatFile {
         name: "prometheus",
@@ -106,6 +111,10 @@ fn migrate(v: &View) -> String {
     let mut out = String::new();
     scalars(&mut out, v, MIGRATE);
     out
+}
+
+fn options(v: &View) -> String {
+    format!("{}\n", v.options)
 }
 
 fn pager(v: &View) -> String {
@@ -222,6 +231,7 @@ mod tests {
             stats: &stats,
             snapshots: 2,
             mountpoint: "/mnt/x",
+            options: "size=1G,ram=64M",
             pager: Default::default(),
         };
         f(&v)

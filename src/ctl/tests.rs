@@ -8,7 +8,13 @@ const OWNER: u32 = 1000;
 
 fn ctl() -> Ctl {
     let fs = Arc::new(Fs::new(FsConfig::with_limits(256, 1000)));
-    let cfg = CtlConfig { name: b".memfs".to_vec(), owner_uid: OWNER, owner_gid: OWNER, mountpoint: "/mnt".into() };
+    let cfg = CtlConfig {
+        name: b".memfs".to_vec(),
+        owner_uid: OWNER,
+        owner_gid: OWNER,
+        mountpoint: "/mnt".into(),
+        options: String::new(),
+    };
     Ctl::new(cfg, fs, Arc::new(Stats::default()), Arc::new(super::tunables::Knobs::new(0)))
 }
 

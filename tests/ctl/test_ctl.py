@@ -89,9 +89,10 @@ def test_values_read_back_with_a_newline():
         assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "huge", "migrate", "mpol", "no_data", "noatime",
                                                         "nodemask", "nr_inodes", "passthrough_create", "poll_us",
                                                         "ram", "size", "strictatime"]
-        assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "migrate", "ops", "pager",
-                                                          "pagestat", "passthrough", "prometheus", "transport", "uid",
-                                                          "usage"]
+        assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "migrate", "ops", "options",
+                                                          "pager", "pagestat", "passthrough", "prometheus", "transport",
+                                                          "uid", "usage"]
+        assert "size=1M,nr_inodes=100" in read(ctl(mnt, "stats", "options"))
         pager = keys(mnt, "pager")  # all zero without ram=
         assert pager["ram_limit_bytes"] == 0 and pager["resident_pages"] == 0 and pager["hits_total"] == 0
 

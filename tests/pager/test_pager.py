@@ -477,6 +477,49 @@ def test_ram_changes_live_through_remount_and_the_control_file():
         assert pager_stats(mnt)["ram_limit_bytes"] == 0
 
 
+def test_a_remount_refuses_to_change_what_is_fixed_at_mount():
+    """Options fixed at mount (compress=, backing=, cache=, passthrough=,
+    ...) pass a remount with the value the mount has, however spelled (an
+    fstab line comes back on every remount), and are refused by name with
+    any other, which would be ignored; swappct= moves the ceiling live.
+    Before, `remount,swappct=50` and `remount,cache=metadata` succeeded
+    and changed nothing, and `remount,compress=zstd` said "needs ram=" on a
+    memfs with ram=."""
+    def remount(mnt, opts):
+        return subprocess.run([MEMFS_BIN, "-o", f"remount,{opts}", mnt], capture_output=True, text=True)
+
+    with scratch_dir() as back:
+        mounted = f"size=64M,ram=8M,compress=zstd:3,backing={back},cache=metadata"
+        with memfs(mounted) as mnt:
+            with open(os.path.join(mnt, ".memfs", "stats", "options")) as f:
+                assert mounted in f.read()
+            # The same set, as mount(8) passes it back, other spellings too.
+            for same in [mounted, "ram=8192k,compress=zstd:3", "cache=metadata,mode=700,nofail"]:
+                r = remount(mnt, same)
+                assert r.returncode == 0, (same, r.stderr)
+            for changed, name in [("compress=lz4", "compress"), ("compress=off", "compress"),
+                                  (f"backing={back}/other", "backing"), ("cache=all", "cache"),
+                                  ("readahead=1M", "readahead"), ("passthrough=off", "passthrough"),
+                                  ("metapct=5", "metapct"), ("uring=off", "uring"),
+                                  ("size=32M,compress=off", "compress")]:
+                r = remount(mnt, changed)
+                assert r.returncode != 0, changed
+                assert f"{name}= is fixed at mount" in r.stderr, (changed, r.stderr)
+                assert "needs ram=" not in r.stderr, r.stderr
+            # Nothing changed by a refused remount, size= included.
+            s = pager_stats(mnt)
+            assert s["ram_limit_bytes"] == 8 * MIB, stats_line(s)
+            with open(os.path.join(mnt, ".memfs", "opts", "size")) as f:
+                assert int(f.read()) == 64 * MIB
+            # swappct= is the ceiling as a share of size=: live, like ram=.
+            r = remount(mnt, "swappct=25")
+            assert r.returncode == 0, r.stderr
+            assert pager_stats(mnt)["ram_limit_bytes"] == 16 * MIB
+            r = remount(mnt, "size=128M,swappct=25")
+            assert r.returncode == 0, r.stderr
+            assert pager_stats(mnt)["ram_limit_bytes"] == 32 * MIB
+
+
 def test_metadata_ceiling_gives_enospc_and_comes_back():
     """meta= caps metadata (never paged): creating names past it is ENOSPC,
     data already stored is fine, and deleting makes room again."""
