@@ -266,9 +266,15 @@ pub fn table(s: &Sample, mountpoint: &str) -> String {
         out.push_str(&pager_lines(&s.pager));
     }
     let p = &s.passthrough;
+    // Under a ceiling some of a memory file's data is paged out: say how
+    // much is in RAM, so the size is not read as RAM used.
+    let in_ram = match get(&s.pager, "ram_limit_bytes") {
+        0 => String::new(),
+        _ => format!(", {} of it in RAM", human_bytes(get(&s.pager, "memory_file_pages") * 4096)),
+    };
     let _ = writeln!(
         out,
-        "passthrough {}: {} files in memory files ({}), {} open with passthrough ({} opens; their I/O is not counted above)",
+        "passthrough {}: {} files in memory files ({} of data{in_ram}), {} open with passthrough ({} opens; their I/O is not counted above)",
         if get(p, "passthrough") == 1 { "on" } else { "off" },
         get(p, "memory_files"),
         human_bytes(get(p, "memory_file_bytes")),

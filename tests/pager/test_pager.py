@@ -20,6 +20,7 @@ surviving one sequential scan (S3-FIFO).
 import contextlib
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -441,6 +442,34 @@ def test_bad_pager_options_refused(options, name):
     finally:
         umount(mnt)
         os.rmdir(mnt)
+
+
+def test_a_block_device_in_use_is_refused_and_left_alone():
+    """backing= on a block device that holds a mounted file system is
+    refused (memfs opens it exclusively) and the file system is intact.
+    Before, memfs mounted over it and would have paged out onto it."""
+    if shutil.which("mkfs.ext4") is None:
+        pytest.fail("mkfs.ext4 (e2fsprogs) is needed for this test", pytrace=False)
+    with loop_device(16 * MIB) as dev, scratch_dir() as held:
+        subprocess.run(["mkfs.ext4", "-q", dev], check=True)
+        subprocess.run(["mount", dev, held], check=True)
+        try:
+            data = os.urandom(MIB)
+            with open(os.path.join(held, "precious"), "wb") as f:
+                f.write(data)
+            mnt = tempfile.mkdtemp(prefix="memfs-pager-opt-")
+            try:
+                r = subprocess.run([MEMFS_BIN, "-o", f"size=64M,ram=1M,backing={dev}", mnt], capture_output=True,
+                                   text=True, timeout=30)
+                now_mounted = mounted_at(mnt)
+                assert r.returncode != 0 and not now_mounted, r.stderr
+                assert "backing" in r.stderr and "in use" in r.stderr, r.stderr
+            finally:
+                umount(mnt)
+                os.rmdir(mnt)
+        finally:
+            subprocess.run(["umount", held], check=True)
+        subprocess.run(["fsck.ext4", "-fn", dev], check=True, capture_output=True)
 
 
 def test_good_pager_options_accepted():

@@ -106,12 +106,22 @@ impl Backing {
             return Ok(Backing::with_io(Box::new(FileIo(file)), u32::MAX, format!("{} ({how})", path.display())));
         }
         if meta.file_type().is_block_device() {
+            // O_EXCL: a device that is mounted, used as swap or claimed by
+            // another program is refused (EBUSY) rather than overwritten,
+            // and nobody can mount or claim it while memfs holds it.
             let file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
-                .custom_flags(libc::O_DIRECT)
+                .custom_flags(libc::O_DIRECT | libc::O_EXCL)
                 .open(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| match e.raw_os_error() {
+                    Some(libc::EBUSY) | Some(libc::EPERM) => format!(
+                        "{}: the device is in use (mounted, a swap device, or held by another program): \
+                         memfs needs a block device of its own ({e})",
+                        path.display()
+                    ),
+                    _ => format!("{}: {e}", path.display()),
+                })?;
             let bytes = file.metadata().map(|m| m.len()).ok().filter(|&n| n > 0).or_else(|| device_size(&file));
             let slots = bytes.unwrap_or(0) / PAGE_SIZE;
             if slots == 0 {
