@@ -516,11 +516,7 @@ pub const OPTIONS: &[OptionSpec] = &[
         help: "bytes the pager loads ahead when a sequential reader needs a paged-out page, k/m suffix; \
                0 = off (default 512k)",
         apply: |o, v| {
-            let n = parse_count(v)?;
-            if n > 64 << 20 {
-                return Err("at most 64m".into());
-            }
-            o.readahead = Some(n);
+            o.readahead = Some(parse_readahead(v)?);
             Ok(())
         },
     },
@@ -633,6 +629,15 @@ pub fn parse(opts: &str, defaults: MountOptions) -> Result<MountOptions, String>
     o.ram_ceiling()?;
     o.meta_ceiling()?;
     Ok(o)
+}
+
+/// `readahead=` (and `opts/readahead`): bytes, k/m suffix, at most 64m.
+pub fn parse_readahead(v: &str) -> Result<u64, String> {
+    let n = parse_count(v)?;
+    if n > 64 << 20 {
+        return Err("at most 64m".into());
+    }
+    Ok(n)
 }
 
 /// Physical memory in bytes.

@@ -5,8 +5,10 @@
 //! OPTIONS`) with the options it merged from /proc/mounts and fstab. This
 //! module owns what such a call does, without a new daemon:
 //!
-//! - `size=`, `nr_inodes=`, `poll_us=`, the pager's `ram=` and memfs's own atime rules
-//!   (`noatime`: on for a noatime or read-only mount; `strictatime`) change live, through the mount's control
+//! - `size=`, `nr_inodes=`, `poll_us=`, the pager's `ram=` (or `swappct=`),
+//!   `compress=` and `readahead=`, `mpol=`, `huge=`, `passthrough_create=`
+//!   and memfs's own atime rules (`noatime`: on for a noatime or read-only
+//!   mount; `strictatime`) change live, through the mount's control
 //!   directory (the same checks as writing its `opts/` files: shrinking below
 //!   what is in use fails with EINVAL and changes nothing, as tmpfs's "Too
 //!   small a size for current use");
@@ -16,10 +18,10 @@
 //!   open for writing (EBUSY);
 //! - `mode=`, `uid=`, `gid=` and FUSE's `user_id=`, ... are checked and
 //!   left alone, as tmpfs leaves them;
-//! - every other option is fixed at mount (`compress=`, `backing=`,
-//!   `cache=`, `threads=`, `uring=`, ...): the value the mount has (read
-//!   from its `stats/options`, compared after parsing, so `ram=65536k`
-//!   is `ram=64M`) passes, as mount(8) passes an fstab line back on every
+//! - every other option is fixed at mount (`backing=`, `cache=`, `meta=`,
+//!   `threads=`, `uring=`, ...): the value the mount has (read from its
+//!   `stats/options`, compared after parsing, so `cache=all` is no
+//!   `cache=`) passes, as mount(8) passes an fstab line back on every
 //!   remount; another value is refused by name rather than ignored;
 //! - anything unknown or malformed is refused before anything changes.
 //!
@@ -39,7 +41,6 @@ use crate::core::arena::Huge;
 use crate::core::cache::CachePolicy;
 use crate::core::numa::Policy;
 use crate::core::pager::codec::Codec;
-use crate::core::pager::DEFAULT_READAHEAD_PAGES;
 use crate::core::types::PAGE_SIZE;
 use crate::options::{self, MountOptions, DEFAULT_CTLDIR};
 
@@ -79,7 +80,8 @@ const VFS_FLAGS: &[(&str, libc::c_ulong, bool)] = &[
 const FUSE_SHOWN: &[&str] = &["user_id", "group_id", "default_permissions", "allow_other", "max_read", "blksize"];
 
 /// Limits and tunables a remount changes live: option name = control file name.
-const LIVE: &[&str] = &["size", "nr_inodes", "poll_us", "ram", "mpol", "huge", "passthrough_create"];
+const LIVE: &[&str] =
+    &["size", "nr_inodes", "poll_us", "ram", "compress", "readahead", "mpol", "huge", "passthrough_create"];
 
 /// The daemon's own atime rule (control file `noatime`) after a remount to
 /// `flags`: memfs, not the kernel, updates atime on the reads it serves, so
@@ -249,9 +251,8 @@ fn same_fixed(a: &MountOptions, b: &MountOptions) -> bool {
         (o.mpol, o.huge, o.passthrough_create) = (Policy::Default, Huge::Never, false);
         (o.noatime, o.strictatime, o.flags, o.ctldir) = (false, false, vec![], None);
         (o.mode, o.uid, o.gid) = (0, 0, 0);
+        (o.compress, o.readahead) = (None, None);
         // What not giving an option means.
-        o.compress = Some(o.compress.unwrap_or(Codec::Lz4));
-        o.readahead = Some(o.readahead.unwrap_or(DEFAULT_READAHEAD_PAGES * PAGE_SIZE));
         o.cache = Some(o.cache.unwrap_or(CachePolicy::All));
         o
     };
@@ -394,6 +395,8 @@ fn live_value(name: &str, value: &str) -> Option<String> {
         "size" | "ram" => options::size_in_pages(value).ok()?.saturating_mul(PAGE_SIZE),
         "nr_inodes" => options::parse_count(value).ok()?,
         "poll_us" => value.parse().ok()?,
+        "readahead" => options::parse_readahead(value).ok()?.div_ceil(PAGE_SIZE) * PAGE_SIZE,
+        "compress" => return Codec::parse(value).ok().map(|c| c.to_string()),
         _ => return Some(value.to_string()),
     };
     Some(n.to_string())
@@ -410,6 +413,8 @@ fn set_live(ctl: &Path, live: &[(&'static str, String)]) -> Result<Vec<(&'static
             restore(ctl, &applied);
             let why = if e.raw_os_error() == Some(libc::EINVAL) && *name == "mpol" {
                 "a node that does not exist or has no memory".to_string()
+            } else if e.raw_os_error() == Some(libc::EINVAL) && (*name == "compress" || *name == "readahead") {
+                "this memfs has no pager (mounted without ram= or swappct=)".to_string()
             } else if e.raw_os_error() == Some(libc::EINVAL) && *name != "poll_us" {
                 "below what is in use now, or out of range".to_string()
             } else {
@@ -565,7 +570,7 @@ mod tests {
         let r = req("remount,size=1G,nr_inodes=10k,size=2G").unwrap();
         assert_eq!(r.live, vec![("nr_inodes", "10k".to_string()), ("size", "2G".to_string())]);
         let r = req("remount,ram=64M,compress=zstd").unwrap();
-        assert_eq!(r.live, vec![("ram", "64M".to_string())]);
+        assert_eq!(r.live, vec![("ram", "64M".to_string()), ("compress", "zstd".to_string())]);
         assert_eq!((r.set, r.clear), (0, 0));
     }
 
@@ -605,8 +610,11 @@ mod tests {
         assert!(r("remount,ram=65536k,compress=lz4,readahead=512k,cache=metadata").is_ok());
         assert!(r("remount,mode=700,uid=5,nofail,size=2G").is_ok());
         // Read over the mount's own options: compress= alone is no "needs ram=".
-        let e = r("remount,compress=zstd").unwrap_err();
-        assert!(e.contains("compress= is fixed at mount") && e.contains("without compress="), "{e}");
+        assert_eq!(r("remount,compress=zstd").unwrap().live, vec![("compress", "zstd".to_string())]);
+        let e = r("remount,cache=none").unwrap_err();
+        assert!(e.contains("cache= is fixed at mount") && e.contains("with cache=metadata"), "{e}");
+        let e = r("remount,meta=1M").unwrap_err();
+        assert!(e.contains("meta= is fixed at mount") && e.contains("without meta="), "{e}");
         let e = r("remount,backing=/tmp").unwrap_err();
         assert!(e.contains("backing= is fixed") && e.contains("with backing=/var/tmp"), "{e}");
         for changed in ["cache=all", "passthrough=off", "metapct=10", "threads=2", "uring=on", "dirindex=btree"] {
@@ -685,6 +693,8 @@ mod tests {
 
     #[test]
     fn live_values_compare_as_the_files_read_back() {
+        assert_eq!(live_value("readahead", "1k").as_deref(), Some("4096"));
+        assert_eq!(live_value("compress", "zstd:3").as_deref(), Some("zstd"));
         assert_eq!(live_value("size", "200M").as_deref(), Some("209715200"));
         assert_eq!(live_value("size", "1"), Some(PAGE_SIZE.to_string()));
         assert_eq!(live_value("nr_inodes", "1k").as_deref(), Some("1024"));

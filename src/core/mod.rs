@@ -511,6 +511,25 @@ impl Fs {
         Ok(())
     }
 
+    /// Change `compress=` live; EINVAL without a pager. Pages compressed
+    /// before stay as they are, readable (each is tagged with its codec).
+    pub fn set_compress(&self, codec: pager::codec::Codec) -> FsResult<()> {
+        self.pager.as_ref().ok_or(FsError::Invalid)?.set_codec(codec);
+        Ok(())
+    }
+
+    /// `readahead=` in bytes (whole pages); 0 without a pager.
+    pub fn readahead_bytes(&self) -> u64 {
+        self.pager.as_ref().map_or(0, |p| p.readahead_pages() as u64 * types::PAGE_SIZE)
+    }
+
+    /// Change `readahead=` live (bytes, rounded up to pages; 0 = off);
+    /// EINVAL without a pager.
+    pub fn set_readahead(&self, bytes: u64) -> FsResult<()> {
+        self.pager.as_ref().ok_or(FsError::Invalid)?.set_readahead_pages(bytes.div_ceil(types::PAGE_SIZE));
+        Ok(())
+    }
+
     /// Pages of file `ino` in each tier: (resident, compressed, backing store).
     pub fn tiers(&self, ino: Ino) -> FsResult<(u64, u64, u64)> {
         let inode = self.get(ino)?;

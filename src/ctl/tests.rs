@@ -150,6 +150,8 @@ fn readdir_lists_and_resumes() {
         "size",
         "nr_inodes",
         "ram",
+        "compress",
+        "readahead",
         "no_data",
         "noatime",
         "strictatime",

@@ -8,9 +8,10 @@
 
 use crate::core::arena::Huge;
 use crate::core::numa::{self, Policy};
+use crate::core::pager::codec::Codec;
 use crate::core::types::PAGE_SIZE;
 use crate::core::{Fs, FsError, FsResult};
-use crate::options::{parse_count, size_in_pages, MAX_POLL_US};
+use crate::options::{parse_count, parse_readahead, size_in_pages, MAX_POLL_US};
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// Live settings of the layers above the core (the FUSE transport), read
@@ -75,6 +76,20 @@ pub const TUNABLES: &[Tunable] = &[
             }
             t.fs.set_ram_limit(bytes)
         },
+    },
+    Tunable {
+        name: "compress",
+        help: "how cold pages are compressed (compress=): lz4, zstd, zstd:LEVEL (1-19) or off; pages compressed \
+               before stay readable; `off` on a mount without ram=, where a write is EINVAL",
+        get: |t| t.fs.pager_stats().map_or_else(|| "off".to_string(), |p| p.codec),
+        set: |t, v| t.fs.set_compress(Codec::parse(v).map_err(|_| FsError::Invalid)?),
+    },
+    Tunable {
+        name: "readahead",
+        help: "bytes the pager loads ahead of a sequential reader that needs a paged-out page (readahead=), \
+               reads back in whole pages; write bytes or a k/m suffix, at most 64m; 0 = off; EINVAL without ram=",
+        get: |t| t.fs.readahead_bytes().to_string(),
+        set: |t, v| t.fs.set_readahead(parse_readahead(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
         name: "no_data",

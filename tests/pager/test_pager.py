@@ -18,6 +18,7 @@ backing directory, and the unnamed file gone with the daemon; the hot set
 surviving one sequential scan (S3-FIFO).
 """
 import contextlib
+import errno
 import hashlib
 import os
 import shutil
@@ -526,20 +527,21 @@ def test_a_remount_refuses_to_change_what_is_fixed_at_mount():
             for same in [mounted, "ram=8192k,compress=zstd:3", "cache=metadata,mode=700,nofail"]:
                 r = remount(mnt, same)
                 assert r.returncode == 0, (same, r.stderr)
-            for changed, name in [("compress=lz4", "compress"), ("compress=off", "compress"),
-                                  (f"backing={back}/other", "backing"), ("cache=all", "cache"),
-                                  ("readahead=1M", "readahead"), ("passthrough=off", "passthrough"),
-                                  ("metapct=5", "metapct"), ("uring=off", "uring"),
-                                  ("size=32M,compress=off", "compress")]:
+            for changed, name in [(f"backing={back}/other", "backing"), ("cache=all", "cache"),
+                                  ("passthrough=off", "passthrough"), ("metapct=5", "metapct"),
+                                  ("uring=off", "uring"), ("size=32M,cache=none", "cache"),
+                                  ("compress=lz4,threads=2", "threads")]:
                 r = remount(mnt, changed)
                 assert r.returncode != 0, changed
                 assert f"{name}= is fixed at mount" in r.stderr, (changed, r.stderr)
                 assert "needs ram=" not in r.stderr, r.stderr
-            # Nothing changed by a refused remount, size= included.
+            # Nothing changed by a refused remount, size= and compress= included.
             s = pager_stats(mnt)
             assert s["ram_limit_bytes"] == 8 * MIB, stats_line(s)
             with open(os.path.join(mnt, ".memfs", "opts", "size")) as f:
                 assert int(f.read()) == 64 * MIB
+            with open(os.path.join(mnt, ".memfs", "opts", "compress")) as f:
+                assert f.read() == "zstd\n"
             # swappct= is the ceiling as a share of size=: live, like ram=.
             r = remount(mnt, "swappct=25")
             assert r.returncode == 0, r.stderr
@@ -547,6 +549,50 @@ def test_a_remount_refuses_to_change_what_is_fixed_at_mount():
             r = remount(mnt, "size=128M,swappct=25")
             assert r.returncode == 0, r.stderr
             assert pager_stats(mnt)["ram_limit_bytes"] == 32 * MIB
+
+
+def test_compress_and_readahead_change_live():
+    """compress= and readahead= change live (remount, opts/): pages
+    compressed before stay readable beside those compressed after; a bad
+    value is EINVAL and changes nothing; a memfs without a pager refuses
+    both with a message that says why."""
+    def remount(mnt, opts):
+        return subprocess.run([MEMFS_BIN, "-o", f"remount,{opts}", mnt], capture_output=True, text=True)
+
+    first, second = text_data(6 * MIB), text_data(6 * MIB)[::-1]
+    with scratch_dir() as back, memfs(f"size=64M,ram=2M,compress=lz4,backing={back}") as mnt:
+        opts = os.path.join(mnt, ".memfs", "opts")
+        with open(os.path.join(mnt, "a"), "wb") as f:
+            f.write(first)
+        zipped_lz4 = pager_stats(mnt)["compressed_pages"]
+        assert zipped_lz4 > 0
+        r = remount(mnt, "compress=zstd:5,readahead=1M")
+        assert r.returncode == 0, r.stderr
+        assert read_whole(os.path.join(opts, "compress")) == b"zstd:5\n"
+        assert read_whole(os.path.join(opts, "readahead")) == b"1048576\n"
+        with open(os.path.join(mnt, "b"), "wb") as f:
+            f.write(second)
+        for bad in ["gzip", "zstd:30", "lz5"]:
+            with pytest.raises(OSError) as e, open(os.path.join(opts, "compress"), "w") as f:
+                f.write(bad)
+            assert e.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as e, open(os.path.join(opts, "readahead"), "w") as f:
+            f.write("65m")
+        assert e.value.errno == errno.EINVAL
+        assert read_whole(os.path.join(opts, "compress")) == b"zstd:5\n"
+        with open(os.path.join(opts, "compress"), "w") as f:
+            f.write("off")
+        drop_caches()
+        assert read_whole(os.path.join(mnt, "a")) == first
+        assert read_whole(os.path.join(mnt, "b")) == second
+        s = pager_stats(mnt)
+        assert s["checksum_errors_total"] == 0, stats_line(s)
+    with memfs("size=64M") as mnt:
+        r = remount(mnt, "compress=zstd")
+        assert r.returncode != 0 and "ram=" in r.stderr, r.stderr
+        with pytest.raises(OSError) as e, open(os.path.join(mnt, ".memfs", "opts", "readahead"), "w") as f:
+            f.write("1M")
+        assert e.value.errno == errno.EINVAL
 
 
 def test_metadata_ceiling_gives_enospc_and_comes_back():
