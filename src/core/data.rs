@@ -302,6 +302,46 @@ impl FileData {
         self.remove_range(from, to)
     }
 
+    /// Pages in `[from, to)` of a memory-file file that a fallocate would
+    /// add: neither data in the memory file (`in_file`) nor a slot here.
+    pub fn kernel_missing(&self, from: u64, to: u64, in_file: impl Fn(u64) -> bool) -> u64 {
+        let present = self.indices_in(from, to);
+        (from..to).filter(|idx| !in_file(*idx) && present.binary_search(idx).is_err()).count() as u64
+    }
+
+    /// fallocate of pages `[from, to)` of a memory-file file under a RAM
+    /// ceiling, without allocating in the memory file: each page with no
+    /// data there (`in_file`) and no slot here becomes an `Unwritten` slot,
+    /// counted (st_blocks, `size=`: the file's pages are the memory file's
+    /// plus its slots) but holding no RAM. tmpfs would allocate it in the
+    /// memory file, where the pager could not page it out (SEEK_DATA does
+    /// not see it). Returns the pages added, and the pages in range that
+    /// were unwritten already: a second fallocate makes those data
+    /// (zeros), as shmem_get_folio does, which the caller does in the
+    /// memory file after [`FileData::drop_unwritten`].
+    pub fn kernel_allocate(&mut self, from: u64, to: u64, in_file: impl Fn(u64) -> bool) -> (u64, Vec<u64>) {
+        let present = self.indices_in(from, to);
+        let again = present.iter().copied().filter(|i| matches!(self.get(*i), Some(Slot::Unwritten))).collect();
+        let mut added = 0;
+        for idx in (from..to).filter(|idx| !in_file(*idx) && present.binary_search(idx).is_err()) {
+            self.insert(idx, Slot::Unwritten);
+            added += 1;
+        }
+        (added, again)
+    }
+
+    /// Drop the `Unwritten` slots of a memory-file file in `[from, to)`,
+    /// before memfs writes those pages into the memory file (which then
+    /// holds and counts them); how many there were.
+    pub fn drop_unwritten(&mut self, from: u64, to: u64) -> u64 {
+        if self.mem().is_none() {
+            return 0;
+        }
+        let unwritten: Vec<u64> =
+            self.indices_in(from, to).into_iter().filter(|i| matches!(self.get(*i), Some(Slot::Unwritten))).collect();
+        unwritten.iter().map(|&i| self.remove_range(i, i + 1)).sum()
+    }
+
     /// Move the bytes of this file (`size` bytes long) into `f`, which then
     /// holds them; returns the pages `f` allocated (the file's new charge).
     /// On an error nothing has changed.

@@ -557,6 +557,12 @@ impl Fs {
                 failure = Some(e);
                 break;
             }
+            if data.drop_unwritten(first, end) > 0 {
+                // Fallocated pages this write fills: the memory file holds
+                // them from now on. Given back first, so that the write's
+                // own charge finds the space the fallocate reserved.
+                self.absorb(&mut inode.meta(), &data);
+            }
             let (w, err) = self.kwrite_chunk(inode, &data, pos, &buf[done..done + len]);
             done += w;
             if let Some(e) = err {
@@ -643,6 +649,12 @@ impl Fs {
     pub(super) fn kfallocate(&self, inode: &Inode, off: u64, len: u64, mode: FallocMode) -> FsResult<()> {
         let lock = data_lock(inode);
         self.sync_kernel(inode, &lock.read());
+        let paged = self.pager.as_deref().is_some_and(|p| p.limit() > 0);
+        if paged && !mode.punch_hole && !mode.zero_range {
+            if let Some(result) = self.kfallocate_unwritten(inode, &mut lock.write(), off, len, mode.keep_size) {
+                return result;
+            }
+        }
         let end = off + len;
         let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         if mode.punch_hole {
@@ -692,6 +704,70 @@ impl Fs {
         result
     }
 
+    /// fallocate of a memory-file file under a RAM ceiling, while no
+    /// passthrough open pins it: the pages it adds become `Unwritten`
+    /// slots of the page map (counted, no RAM; FileData::kernel_allocate)
+    /// instead of pages of the memory file, which the pager could not page
+    /// out (measured before: `fallocate -l 600M` of such a file under
+    /// `ram=256M` put 600 MiB in RAM and every later write got ENOSPC).
+    /// Paged-out pages are data already and stay out. None where this
+    /// does not apply, and then the memory file allocates, as tmpfs: a
+    /// pinned file (the kernel writes it directly), or a memory file with
+    /// fallocated pages of its own (SEEK_DATA cannot say where they are).
+    fn kfallocate_unwritten(
+        &self,
+        inode: &Inode,
+        data: &mut FileData,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+    ) -> Option<FsResult<()>> {
+        let f = data.kernel()?;
+        let st = f.stat().ok()?;
+        if f.pinned() {
+            return None;
+        }
+        let runs: Vec<(u64, u64)> =
+            f.data_runs(st.size).ok()?.iter().map(|&(a, b)| (a / PAGE_SIZE, b.div_ceil(PAGE_SIZE))).collect();
+        if runs.iter().map(|(a, b)| b - a).sum::<u64>() != st.pages {
+            return None;
+        }
+        let in_file = |idx: u64| {
+            let i = runs.partition_point(|&(_, end)| end <= idx);
+            runs.get(i).is_some_and(|&(start, _)| start <= idx)
+        };
+        let end = off + len;
+        let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        // Checked against size= here; charged below as the file's pages.
+        let missing = data.kernel_missing(first, last, in_file);
+        if !self.usage.charge_pages(missing) {
+            return Some(Err(FsError::NoSpace));
+        }
+        self.usage.uncharge_pages(missing);
+        let (_, again) = data.kernel_allocate(first, last, in_file);
+        let result = (|| {
+            let size = st.size;
+            for idx in again.into_iter().filter(|i| i * PAGE_SIZE < size) {
+                data.drop_unwritten(idx, idx + 1);
+                let f = data.kernel().ok_or(FsError::Io)?;
+                if f.write(idx * PAGE_SIZE, &[0]).1.is_some() {
+                    return Err(FsError::Io);
+                }
+            }
+            let f = data.kernel().ok_or(FsError::Io)?;
+            if !keep_size && end > size {
+                f.set_len(end).map_err(|_| FsError::Io)?;
+            }
+            Ok(())
+        })();
+        let mut m = inode.meta();
+        self.absorb(&mut m, data);
+        if result.is_ok() {
+            m.touch_modified(Timespec::now());
+        }
+        Some(result)
+    }
+
     /// Before a truncate of `inode` to `size`: load back the page it cuts
     /// in part, if paged out (no lock held).
     pub(super) fn kernel_prepare_truncate(&self, inode: &Inode, size: u64) -> FsResult<()> {
@@ -704,7 +780,11 @@ impl Fs {
     /// truncate/ftruncate of a memory-file file, under the caller's data
     /// and metadata locks; the caller sets the times.
     pub(super) fn ktruncate(&self, m: &mut Meta, data: &mut FileData, size: u64) -> FsResult<()> {
-        data.drop_cold(size.div_ceil(PAGE_SIZE), u64::MAX);
+        if size <= m.size {
+            // As shmem_setattr: pages past the new size go, those fallocated
+            // past the old end too; a file that grows keeps them.
+            data.drop_cold(size.div_ceil(PAGE_SIZE), u64::MAX);
+        }
         if size % PAGE_SIZE != 0 && !data.cold_between(size / PAGE_SIZE, size / PAGE_SIZE + 1).is_empty() {
             // The page cut in part went out again after kernel_prepare_truncate:
             // load it here (its tail must read as zeros if the file regrows).

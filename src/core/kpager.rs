@@ -458,6 +458,44 @@ mod tests {
         assert_eq!(fs.read(a, 0, 6 * P as u32).unwrap(), want);
     }
 
+    /// Under a ceiling, a fallocate of a file already in a memory file adds
+    /// unwritten slots, not pages of the memory file: counted as tmpfs
+    /// counts them, no RAM, holes to SEEK_DATA, data once written. Before,
+    /// the memory file allocated them, RAM the pager could not page out.
+    #[test]
+    fn fallocating_a_memory_file_takes_no_ram_under_a_ceiling() {
+        let (fs, pager) = mount(16);
+        let alloc = super::super::FallocMode { punch_hole: false, keep_size: false, zero_range: false };
+        let keep = super::super::FallocMode { keep_size: true, ..alloc };
+        let a = file(&fs, "a", 4, 1);
+        let ram = pager.ram_bytes();
+        fs.fallocate(a, 2 * PAGE, 200 * PAGE, alloc).unwrap();
+        assert!(fs.in_kernel_file(a));
+        assert_eq!(pager.ram_bytes(), ram, "the fallocated pages took RAM");
+        let st = fs.getattr(a).unwrap();
+        assert_eq!((st.size, st.blocks), (202 * PAGE, 202 * 8), "sized and charged as on tmpfs");
+        assert_eq!(fs.read(a, 100 * PAGE, 4).unwrap(), vec![0u8; 4]);
+        assert_eq!(fs.lseek(a, 4 * PAGE, Whence::Data), Err(FsError::NoDataAtOffset));
+        assert_eq!(fs.lseek(a, PAGE, Whence::Hole), Ok(4 * PAGE));
+        // A write fills fallocated pages: counted once.
+        assert_eq!(fs.write(a, 10 * PAGE + 7, &[9u8; P], &ME), Ok(P));
+        assert_eq!(fs.getattr(a).unwrap().blocks, 202 * 8);
+        assert_eq!(fs.lseek(a, 4 * PAGE, Whence::Data), Ok(10 * PAGE));
+        assert_eq!(fs.read(a, 10 * PAGE + 6, 3).unwrap(), vec![0, 9, 9]);
+        // Past the end with KEEP_SIZE: counted, size unchanged; a second
+        // fallocate over unwritten pages makes them data (shmem_get_folio).
+        fs.fallocate(a, 300 * PAGE, 2 * PAGE, keep).unwrap();
+        assert_eq!((fs.getattr(a).unwrap().size, fs.getattr(a).unwrap().blocks), (202 * PAGE, 204 * 8));
+        fs.fallocate(a, 50 * PAGE, PAGE, alloc).unwrap();
+        assert_eq!(fs.lseek(a, 12 * PAGE, Whence::Data), Ok(50 * PAGE));
+        assert_eq!(fs.getattr(a).unwrap().blocks, 204 * 8);
+        // Truncating gives the pages back, those past the end included.
+        let set = |size| super::super::SetAttr { size: Some(size), ..Default::default() };
+        fs.setattr(a, &set(20 * PAGE), &ME).unwrap();
+        assert_eq!(fs.getattr(a).unwrap().blocks, 20 * 8, "6 pages of data, 14 unwritten");
+        assert_eq!(pager.ram_bytes(), ram + 2 * PAGE, "the two written pages");
+    }
+
     /// Under a ceiling, a heap file with unwritten (fallocated) pages stays
     /// in the heap, where they cost no RAM: in a memory file the kernel
     /// allocates them, RAM the pager cannot page out. Before, a 600 MiB
