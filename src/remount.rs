@@ -38,7 +38,6 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use crate::core::arena::Huge;
-use crate::core::cache::CachePolicy;
 use crate::core::numa::Policy;
 use crate::core::pager::codec::Codec;
 use crate::core::types::PAGE_SIZE;
@@ -132,6 +131,9 @@ pub struct Request {
     pub ctldir: String,
     /// `swappct=`: a new ceiling as a percentage of `size=` (becomes `ram`).
     pub swappct: Option<u64>,
+    /// Options fixed at mount that could not be checked against the
+    /// mount's own (no `stats/options` to read): left as mounted.
+    pub unchecked: Vec<String>,
 }
 
 /// Check every option; nothing is applied here. `mounted` is the options
@@ -163,9 +165,13 @@ pub fn parse(opts: &str, defaults: MountOptions, mounted: Option<&str>) -> Resul
         if let (Some(live), Some(v)) = (LIVE.iter().find(|l| **l == name), value) {
             req.live.retain(|(n, _)| n != live);
             req.live.push((live, v.to_string()));
+            if name == "ram" {
+                req.swappct = None; // the later of the two wins
+            }
         }
         if let ("swappct", Some(v)) = (name, value) {
             req.swappct = v.parse().ok(); // checked with the rest below
+            req.live.retain(|(n, _)| *n != "ram");
         }
         if name == "ctldir" {
             match value {
@@ -183,7 +189,15 @@ pub fn parse(opts: &str, defaults: MountOptions, mounted: Option<&str>) -> Resul
     // `compress=` alone is read with the mount's `ram=`.
     match mounted {
         Some(mounted) => check_fixed(mounted, &rest, defaults)?,
-        None => drop(options::parse(&rest.join(","), defaults)?),
+        None => {
+            options::parse(&merged("", &rest), defaults)?;
+            let fixed = |name: &str| {
+                !(IGNORED.contains(&name) || LIVE.contains(&name) || name == "swappct" || name == "ctldir")
+                    && options::OPTIONS.iter().any(|o| o.name == name)
+            };
+            req.unchecked = rest.iter().map(|i| option_name(i)).filter(|n| fixed(n)).map(String::from).collect();
+            req.unchecked.dedup();
+        }
     }
     Ok(req)
 }
@@ -199,17 +213,21 @@ fn option_name(item: &str) -> &str {
     item.split_once('=').map_or(item, |(n, _)| n)
 }
 
-/// `mounted` with `items` given after it: an item replaces the mount's
-/// items of the same name or of its [`EITHER`] partner.
+/// Whether option `a` replaces option `b`: the same name, or [`EITHER`] partners.
+fn replaces(a: &str, b: &str) -> bool {
+    a == b || EITHER.iter().any(|&(x, y)| (x, y) == (a, b) || (y, x) == (a, b))
+}
+
+/// `mounted` with `items` given after it, each item replacing what came
+/// before it of the same name or of its [`EITHER`] partner (mount(8)
+/// passes fstab's `ram=` before a typed `swappct=`: the later one wins).
 fn merged(mounted: &str, items: &[&str]) -> String {
-    let replaced = |name: &str| {
-        items
-            .iter()
-            .map(|i| option_name(i))
-            .any(|n| n == name || EITHER.iter().any(|&(a, b)| (a, b) == (n, name) || (b, a) == (n, name)))
-    };
-    let kept = mounted.split(',').filter(|i| !i.is_empty() && !replaced(option_name(i)));
-    kept.chain(items.iter().copied()).collect::<Vec<_>>().join(",")
+    let mut out: Vec<&str> = mounted.split(',').filter(|i| !i.is_empty()).collect();
+    for item in items {
+        out.retain(|i| !replaces(option_name(item), option_name(i)));
+        out.push(item);
+    }
+    out.join(",")
 }
 
 /// Check a remount's options (`items`: all but the VFS flags) over
@@ -223,14 +241,16 @@ fn check_fixed(mounted: &str, items: &[&str], defaults: MountOptions) -> Result<
     let Ok(before) = options::parse(mounted, defaults.clone()) else {
         return Ok(()); // nothing to compare with (cannot happen: the daemon parsed it)
     };
-    for item in items {
+    // Each option by the last value given for it (or its partner), as parsing reads them.
+    let last = merged("", items);
+    for item in last.split(',').filter(|i| !i.is_empty()) {
         let name = option_name(item);
         if IGNORED.contains(&name) || LIVE.contains(&name) || name == "swappct" || name == "ctldir" {
             continue;
         }
         let after = options::parse(&merged(mounted, &[item]), defaults.clone())?;
         if !same_fixed(&before, &after) {
-            let was = mounted.split(',').rfind(|i| option_name(i) == name);
+            let was = mounted.split(',').rfind(|i| replaces(name, option_name(i)));
             let was = was.map_or_else(|| format!("without {name}="), |i| format!("with {i}"));
             return Err(format!(
                 "{name}= is fixed at mount and cannot change on a live memfs (it was mounted {was}): \
@@ -241,8 +261,9 @@ fn check_fixed(mounted: &str, items: &[&str], defaults: MountOptions) -> Result<
     Ok(())
 }
 
-/// Whether `a` and `b` agree on every option fixed at mount, with defaults
-/// taken as given (`compress=lz4` under a ceiling is no change).
+/// Whether `a` and `b` agree on every option fixed at mount. (`cache=all`
+/// is not the same as no `cache=`: only a mount given `cache=` answers
+/// OPEN and reads the per-tree xattr.)
 fn same_fixed(a: &MountOptions, b: &MountOptions) -> bool {
     let norm = |o: &MountOptions| {
         let mut o = o.clone();
@@ -252,8 +273,6 @@ fn same_fixed(a: &MountOptions, b: &MountOptions) -> bool {
         (o.noatime, o.strictatime, o.flags, o.ctldir) = (false, false, vec![], None);
         (o.mode, o.uid, o.gid) = (0, 0, 0);
         (o.compress, o.readahead) = (None, None);
-        // What not giving an option means.
-        o.cache = Some(o.cache.unwrap_or(CachePolicy::All));
         o
     };
     norm(a) == norm(b)
@@ -274,6 +293,14 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
     let (mnt, superopts) = memfs_mountpoint(mountpoint)?;
     let mounted = mounted_options(&mnt, opts);
     let mut req = parse(opts, defaults, mounted.as_deref())?;
+    if !req.unchecked.is_empty() {
+        eprintln!(
+            "memfs: warning: {} cannot be checked against the mount's own options (no {}/stats/options to read: \
+             ctldir=off, another ctldir=, or an older memfs); options fixed at mount stay as mounted",
+            req.unchecked.join("=, ") + "=",
+            req.ctldir
+        );
+    }
     let ctl = mnt.join(&req.ctldir).join("opts");
     if let Some(pct) = req.swappct {
         // The new ceiling as a share of the new size, or of the size now.
@@ -288,7 +315,14 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
                 req.live.retain(|(n, _)| *n != "ram");
                 req.live.push(("ram", ram.to_string()));
             }
-            None => {} // no control directory: refused below like any live change
+            None => {
+                return Err(format!(
+                    "{} has no control directory {}/ to change swappct= through (mounted with ctldir=off, or \
+                     another ctldir=? give the same ctldir= here)",
+                    mnt.display(),
+                    req.ctldir
+                ))
+            }
         }
     }
     let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
@@ -620,16 +654,35 @@ mod tests {
         for changed in ["cache=all", "passthrough=off", "metapct=10", "threads=2", "uring=on", "dirindex=btree"] {
             assert!(r(&format!("remount,{changed}")).is_err(), "{changed}");
         }
-        // swappct= replaces the mount's ram= (a live change), and is remembered.
+        // swappct= replaces the mount's ram= (a live change); of the two
+        // in one request the later wins (fstab's ram=, then a typed swappct=).
         assert_eq!(r("remount,swappct=50").unwrap().swappct, Some(50));
-        assert!(r("remount,swappct=50,ram=1G").is_err());
+        let both = r("remount,ram=64M,swappct=50").unwrap();
+        assert_eq!((both.swappct, both.live.iter().any(|(n, _)| *n == "ram")), (Some(50), false));
+        let both = r("remount,swappct=50,ram=1G").unwrap();
+        assert_eq!((both.swappct, both.live), (None, vec![("ram", "1G".to_string())]));
+        // An option given twice counts by its last value, as parsing reads it.
+        assert!(r("remount,cache=none,cache=metadata").is_ok());
+        assert!(r("remount,cache=metadata,cache=none").is_err());
         assert!(r("remount,bogus").unwrap_err().contains("bogus"));
+        // cache=all is not no cache= (only a mount given cache= answers OPEN).
+        let plain = |opts: &str| parse(opts, MountOptions::defaults(0, 0), Some("size=1G,ram=8M,metapct=5"));
+        assert!(plain("remount,cache=all").unwrap_err().contains("without cache="));
+        assert!(plain("remount,meta=1M").unwrap_err().contains("with metapct=5"));
+        assert!(plain("remount,metapct=5,ram=16M").is_ok());
+        // Without the mount's options to compare with: checked, and named as unchecked.
+        let blind = req("remount,cache=none,size=1G,nofail,mode=700").unwrap();
+        assert_eq!(blind.unchecked, vec!["cache".to_string()]);
     }
 
     #[test]
     fn a_remounts_items_replace_the_mounts_own() {
         assert_eq!(merged("size=1G,ram=64M,meta=1M", &["swappct=5", "size=2G"]), "meta=1M,swappct=5,size=2G");
         assert_eq!(merged("swappct=5,metapct=2", &["ram=1G", "meta=2M"]), "ram=1G,meta=2M");
+        assert_eq!(
+            merged("size=1G", &["ram=1G", "cache=all", "swappct=5", "cache=none"]),
+            "size=1G,swappct=5,cache=none"
+        );
     }
 
     #[test]

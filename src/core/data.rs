@@ -315,19 +315,24 @@ impl FileData {
     /// counted (st_blocks, `size=`: the file's pages are the memory file's
     /// plus its slots) but holding no RAM. tmpfs would allocate it in the
     /// memory file, where the pager could not page it out (SEEK_DATA does
-    /// not see it). Returns the pages added, and the pages in range that
-    /// were unwritten already: a second fallocate makes those data
-    /// (zeros), as shmem_get_folio does, which the caller does in the
-    /// memory file after [`FileData::drop_unwritten`].
-    pub fn kernel_allocate(&mut self, from: u64, to: u64, in_file: impl Fn(u64) -> bool) -> (u64, Vec<u64>) {
+    /// not see it). Pages unwritten already stay so (on tmpfs a second
+    /// fallocate makes them data, zeros: here that would be a page of RAM
+    /// each, docs/SEMANTICS.md). Returns the pages added.
+    pub fn kernel_allocate(&mut self, from: u64, to: u64, in_file: impl Fn(u64) -> bool) -> u64 {
         let present = self.indices_in(from, to);
-        let again = present.iter().copied().filter(|i| matches!(self.get(*i), Some(Slot::Unwritten))).collect();
         let mut added = 0;
         for idx in (from..to).filter(|idx| !in_file(*idx) && present.binary_search(idx).is_err()) {
             self.insert(idx, Slot::Unwritten);
             added += 1;
         }
-        (added, again)
+        added
+    }
+
+    /// Whether a memory-file file has `Unwritten` slots (then it is not
+    /// opened with passthrough: the kernel would write those pages behind
+    /// memfs's back).
+    pub fn has_unwritten(&self) -> bool {
+        self.mem().is_some() && self.slots_from(0).any(|(_, p)| matches!(p, Slot::Unwritten))
     }
 
     /// Drop the `Unwritten` slots of a memory-file file in `[from, to)`,

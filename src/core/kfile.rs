@@ -557,13 +557,10 @@ impl Fs {
                 failure = Some(e);
                 break;
             }
-            if data.drop_unwritten(first, end) > 0 {
-                // Fallocated pages this write fills: the memory file holds
-                // them from now on. Given back first, so that the write's
-                // own charge finds the space the fallocate reserved.
-                self.absorb(&mut inode.meta(), &data);
-            }
-            let (w, err) = self.kwrite_chunk(inode, &data, pos, &buf[done..done + len]);
+            // Fallocated pages this write fills: the memory file holds them
+            // from now on, and the write does not charge them again.
+            let reserved = data.drop_unwritten(first, end);
+            let (w, err) = self.kwrite_chunk(inode, &data, pos, &buf[done..done + len], reserved);
             done += w;
             if let Some(e) = err {
                 failure = Some(e);
@@ -611,7 +608,15 @@ impl Fs {
 
     /// Write one chunk under the data lock: bytes written, and the error
     /// that stopped it early.
-    fn kwrite_chunk(&self, inode: &Inode, data: &FileData, pos: u64, chunk: &[u8]) -> (usize, Option<FsError>) {
+    /// `reserved`: pages of the chunk that a fallocate charged already.
+    fn kwrite_chunk(
+        &self,
+        inode: &Inode,
+        data: &FileData,
+        pos: u64,
+        chunk: &[u8],
+        reserved: u64,
+    ) -> (usize, Option<FsError>) {
         let Some(f) = data.kernel() else { return (0, Some(FsError::Io)) };
         f.touch();
         let (written, err, granted) = if self.no_data() {
@@ -623,13 +628,14 @@ impl Fs {
             let (w, e) = f.write(pos, chunk);
             (w, e, 0)
         } else {
-            let want = pages_spanned(pos, chunk.len() as u64);
+            let want = pages_spanned(pos, chunk.len() as u64).saturating_sub(reserved);
             let granted = self.usage.charge_up_to(want);
             let len = if granted == want {
                 chunk.len()
             } else {
                 // Only as far as the granted pages reach (as if each were new).
-                ((pos / PAGE_SIZE + granted) * PAGE_SIZE).saturating_sub(pos).min(chunk.len() as u64) as usize
+                let reach = pos / PAGE_SIZE + granted + reserved;
+                (reach * PAGE_SIZE).saturating_sub(pos).min(chunk.len() as u64) as usize
             };
             let (w, e) = if len > 0 { f.write(pos, &chunk[..len]) } else { (0, None) };
             let short = (w < chunk.len() && e.is_none()).then(|| std::io::Error::from_raw_os_error(libc::ENOSPC));
@@ -671,6 +677,12 @@ impl Fs {
             self.kernel_resident_locked(inode, &mut data, last.saturating_sub(1), last)?;
         } else {
             self.kernel_resident_locked(inode, &mut data, first, last)?;
+        }
+        if !mode.punch_hole {
+            // The memory file allocates these pages now: they leave the map
+            // (counted once; the charge below counts them as new, as tmpfs's
+            // fallocate reserves before it looks).
+            data.drop_unwritten(first, last);
         }
         let f = data.kernel().ok_or(FsError::Io)?;
         let result = if mode.punch_hole {
@@ -744,22 +756,12 @@ impl Fs {
             return Some(Err(FsError::NoSpace));
         }
         self.usage.uncharge_pages(missing);
-        let (_, again) = data.kernel_allocate(first, last, in_file);
-        let result = (|| {
-            let size = st.size;
-            for idx in again.into_iter().filter(|i| i * PAGE_SIZE < size) {
-                data.drop_unwritten(idx, idx + 1);
-                let f = data.kernel().ok_or(FsError::Io)?;
-                if f.write(idx * PAGE_SIZE, &[0]).1.is_some() {
-                    return Err(FsError::Io);
-                }
-            }
-            let f = data.kernel().ok_or(FsError::Io)?;
-            if !keep_size && end > size {
-                f.set_len(end).map_err(|_| FsError::Io)?;
-            }
-            Ok(())
-        })();
+        data.kernel_allocate(first, last, in_file);
+        let result = match data.kernel() {
+            Some(f) if !keep_size && end > st.size => f.set_len(end).map_err(|_| FsError::Io),
+            Some(_) => Ok(()),
+            None => Err(FsError::Io),
+        };
         let mut m = inode.meta();
         self.absorb(&mut m, data);
         if result.is_ok() {

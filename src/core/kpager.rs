@@ -271,6 +271,12 @@ impl Fs {
             if p.limit() > 0 && data_lock(&inode).read().cold_count() * PAGE > PIN_COLD_MAX {
                 return false;
             }
+            // Fallocated pages not written yet (kfallocate_unwritten): the
+            // kernel would write them behind memfs's back; refused before
+            // anything is paged in for nothing.
+            if data_lock(&inode).read().has_unwritten() {
+                return false;
+            }
             if self.kernel_page_in(&inode, 0, u64::MAX).is_err() {
                 return false;
             }
@@ -483,17 +489,47 @@ mod tests {
         assert_eq!(fs.lseek(a, 4 * PAGE, Whence::Data), Ok(10 * PAGE));
         assert_eq!(fs.read(a, 10 * PAGE + 6, 3).unwrap(), vec![0, 9, 9]);
         // Past the end with KEEP_SIZE: counted, size unchanged; a second
-        // fallocate over unwritten pages makes them data (shmem_get_folio).
+        // fallocate over unwritten pages keeps them so (no RAM).
         fs.fallocate(a, 300 * PAGE, 2 * PAGE, keep).unwrap();
         assert_eq!((fs.getattr(a).unwrap().size, fs.getattr(a).unwrap().blocks), (202 * PAGE, 204 * 8));
-        fs.fallocate(a, 50 * PAGE, PAGE, alloc).unwrap();
-        assert_eq!(fs.lseek(a, 12 * PAGE, Whence::Data), Ok(50 * PAGE));
+        fs.fallocate(a, 0, 202 * PAGE, alloc).unwrap();
+        assert_eq!(fs.getattr(a).unwrap().blocks, 204 * 8);
+        assert_eq!(pager.ram_bytes(), ram + 2 * PAGE, "the two written pages");
+        assert!(!fs.pin_kernel_file(a), "passed through with pages the kernel would write behind memfs");
+        // A zero range (the memory file allocates, as before) counts them once.
+        let zero = super::super::FallocMode { zero_range: true, ..keep };
+        fs.fallocate(a, 40 * PAGE, 10 * PAGE, zero).unwrap();
         assert_eq!(fs.getattr(a).unwrap().blocks, 204 * 8);
         // Truncating gives the pages back, those past the end included.
         let set = |size| super::super::SetAttr { size: Some(size), ..Default::default() };
         fs.setattr(a, &set(20 * PAGE), &ME).unwrap();
         assert_eq!(fs.getattr(a).unwrap().blocks, 20 * 8, "6 pages of data, 14 unwritten");
-        assert_eq!(pager.ram_bytes(), ram + 2 * PAGE, "the two written pages");
+        fs.setattr(a, &set(6 * PAGE), &ME).unwrap();
+        assert_eq!(fs.getattr(a).unwrap().blocks, 6 * 8, "4 pages of data, 2 unwritten");
+        // Written whole, it may pass through again.
+        assert!(!fs.pin_kernel_file(a));
+        assert_eq!(fs.write(a, 0, &vec![5u8; 6 * P], &ME), Ok(6 * P));
+        assert_eq!(fs.getattr(a).unwrap().blocks, 6 * 8);
+        assert!(fs.pin_kernel_file(a));
+    }
+
+    /// A write into pages a fallocate reserved succeeds on a full file
+    /// system: the reservation is the write's room.
+    #[test]
+    fn a_write_into_fallocated_pages_of_a_memory_file_finds_its_room() {
+        let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
+        let cfg = PagerConfig { ram: 16 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let mut cfg = FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(40, 0) };
+        cfg.kernel_files = Some((KernelStore::memfd(), 2 * PAGE));
+        let fs = Fs::new(cfg);
+        let alloc = super::super::FallocMode { punch_hole: false, keep_size: false, zero_range: false };
+        let a = file(&fs, "a", 4, 1);
+        fs.fallocate(a, 0, 40 * PAGE, alloc).unwrap();
+        let b = fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(b, 0, b"x", &ME), Err(FsError::NoSpace), "the file system is full");
+        assert_eq!(fs.write(a, 4 * PAGE, &vec![2u8; 36 * P], &ME), Ok(36 * P));
+        assert_eq!(fs.getattr(a).unwrap().blocks, 40 * 8);
+        assert_eq!(fs.read(a, 39 * PAGE, 2).unwrap(), vec![2u8; 2]);
     }
 
     /// Under a ceiling, a heap file with unwritten (fallocated) pages stays

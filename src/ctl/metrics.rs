@@ -282,7 +282,7 @@ pub const PASSTHROUGH: &[Scalar] = &[
         key: "memory_file_bytes",
         metric: "memfs_memory_file_bytes",
         kind: MetricType::Gauge,
-        help: "Bytes of data in kernel memory files, pages the pager moved out included (stats/pager memory_file_pages is what is in RAM), as last taken in (at stat, statfs and the close of a passthrough open).",
+        help: "Bytes allocated to files in kernel memory files: their pages, those the pager moved out and those fallocated but not written included (stats/pager memory_file_pages is what is in RAM), as last taken in (at stat, statfs and the close of a passthrough open).",
         get: |v| v.fs.kernel_file_usage().1 * PAGE_SIZE,
     },
     Scalar {

@@ -274,7 +274,7 @@ pub fn table(s: &Sample, mountpoint: &str) -> String {
     };
     let _ = writeln!(
         out,
-        "passthrough {}: {} files in memory files ({} of data{in_ram}), {} open with passthrough ({} opens; their I/O is not counted above)",
+        "passthrough {}: {} files in memory files ({} allocated{in_ram}), {} open with passthrough ({} opens; their I/O is not counted above)",
         if get(p, "passthrough") == 1 { "on" } else { "off" },
         get(p, "memory_files"),
         human_bytes(get(p, "memory_file_bytes")),

@@ -115,9 +115,14 @@ impl Backing {
                 .custom_flags(libc::O_DIRECT | libc::O_EXCL)
                 .open(path)
                 .map_err(|e| match e.raw_os_error() {
-                    Some(libc::EBUSY) | Some(libc::EPERM) => format!(
-                        "{}: the device is in use (mounted, a swap device, or held by another program): \
+                    Some(libc::EBUSY) => format!(
+                        "{}: the device is in use (mounted, a swap device, or claimed by another program): \
                          memfs needs a block device of its own ({e})",
+                        path.display()
+                    ),
+                    Some(libc::EPERM) => format!(
+                        "{}: not permitted to open it for writing (a device cgroup, kernel lockdown, or a device \
+                         the kernel keeps from writers while it is mounted) ({e})",
                         path.display()
                     ),
                     _ => format!("{}: {e}", path.display()),
