@@ -724,8 +724,8 @@ impl Fs {
     /// `ram=256M` put 600 MiB in RAM and every later write got ENOSPC).
     /// Paged-out pages are data already and stay out. None where this
     /// does not apply, and then the memory file allocates, as tmpfs: a
-    /// pinned file (the kernel writes it directly), or a memory file with
-    /// fallocated pages of its own (SEEK_DATA cannot say where they are).
+    /// pinned file (the kernel writes it directly), or a memory file memfs
+    /// has fallocated before (SEEK_DATA cannot say where such pages are).
     fn kfallocate_unwritten(
         &self,
         inode: &Inode,
@@ -735,21 +735,19 @@ impl Fs {
         keep_size: bool,
     ) -> Option<FsResult<()>> {
         let f = data.kernel()?;
+        if f.pinned() || f.has_fallocated() {
+            return None;
+        }
         let st = f.stat().ok()?;
-        if f.pinned() {
-            return None;
-        }
-        let runs: Vec<(u64, u64)> =
-            f.data_runs(st.size).ok()?.iter().map(|&(a, b)| (a / PAGE_SIZE, b.div_ceil(PAGE_SIZE))).collect();
-        if runs.iter().map(|(a, b)| b - a).sum::<u64>() != st.pages {
-            return None;
-        }
+        let end = off + len;
+        let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        // Every allocated page of the memory file is data (memfs never
+        // fallocated it), so SEEK_DATA says which pages in range it holds.
+        let runs = f.data_page_runs(first, last).ok()?;
         let in_file = |idx: u64| {
             let i = runs.partition_point(|&(_, end)| end <= idx);
             runs.get(i).is_some_and(|&(start, _)| start <= idx)
         };
-        let end = off + len;
-        let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         // Checked against size= here; charged below as the file's pages.
         let missing = data.kernel_missing(first, last, in_file);
         if !self.usage.charge_pages(missing) {

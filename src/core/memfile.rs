@@ -100,6 +100,10 @@ pub struct MemFile {
     /// of the FUSE file, so the bytes may move back into the heap at the
     /// last close (core/kfile.rs) without a stale cached copy to drop.
     fresh: AtomicBool,
+    /// memfs has fallocated pages of this file (`allocate`): some of its
+    /// pages may be allocated and not data, which SEEK_DATA cannot place
+    /// (core/kfile.rs's fallocate under a ceiling then leaves it alone).
+    fallocated: AtomicBool,
 }
 
 /// [`MemFile::ghost`]: no ghost.
@@ -360,6 +364,7 @@ impl KernelStore {
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
             fresh: AtomicBool::new(false),
+            fallocated: AtomicBool::new(false),
         };
         f.absorb()?;
         Ok(f)
@@ -695,7 +700,29 @@ impl MemFile {
 
     /// Allocate `[off, off+len)` without changing the size (unwritten pages).
     pub fn allocate(&self, off: u64, len: u64) -> io::Result<()> {
+        self.fallocated.store(true, Ordering::Relaxed);
         self.fallocate(libc::FALLOC_FL_KEEP_SIZE, off, len)
+    }
+
+    /// Whether memfs has ever fallocated pages of this file ([`MemFile::allocate`]).
+    pub fn has_fallocated(&self) -> bool {
+        self.fallocated.load(Ordering::Relaxed)
+    }
+
+    /// The pages in `[from, to)` that hold written data, as sorted
+    /// `[start, end)` page runs (SEEK_DATA/SEEK_HOLE).
+    pub fn data_page_runs(&self, from: u64, to: u64) -> io::Result<Vec<(u64, u64)>> {
+        let (mut runs, mut at, end) = (vec![], from * PAGE_SIZE, to.saturating_mul(PAGE_SIZE));
+        while at < end {
+            let Some(start) = self.seek(at, true)? else { break };
+            if start >= end {
+                break;
+            }
+            let stop = self.seek(start, false)?.unwrap_or(end).min(end);
+            runs.push((start / PAGE_SIZE, stop.div_ceil(PAGE_SIZE)));
+            at = stop.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        }
+        Ok(runs)
     }
 
     /// Whether page `idx` holds written data (not a hole).
@@ -752,6 +779,21 @@ impl MemFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn data_page_runs_say_which_pages_hold_data() {
+        let f = KernelStore::memfd().create().unwrap();
+        f.write(PAGE_SIZE + 5, b"a");
+        f.write(3 * PAGE_SIZE, &[1u8; 2 * PAGE_SIZE as usize]);
+        f.write(9 * PAGE_SIZE, b"b");
+        assert_eq!(f.data_page_runs(0, 20).unwrap(), vec![(1, 2), (3, 5), (9, 10)]);
+        assert_eq!(f.data_page_runs(4, 9).unwrap(), vec![(4, 5)]);
+        assert_eq!(f.data_page_runs(5, 9).unwrap(), vec![]);
+        assert!(!f.has_fallocated());
+        f.allocate(12 * PAGE_SIZE, PAGE_SIZE).unwrap();
+        assert!(f.has_fallocated());
+        assert_eq!(f.data_page_runs(0, 20).unwrap().len(), 3, "fallocated pages are not data");
+    }
 
     #[test]
     fn bytes_holes_and_sizes_behave_as_tmpfs() {
