@@ -335,6 +335,15 @@ impl FileData {
         self.mem().is_some() && self.slots_from(0).any(|(_, p)| matches!(p, Slot::Unwritten))
     }
 
+    /// The `Unwritten` slots of a memory-file file in `[from, to)`, in order.
+    pub fn unwritten_in(&self, from: u64, to: u64) -> Vec<u64> {
+        if self.mem().is_none() {
+            return vec![];
+        }
+        let present = self.indices_in(from, to).into_iter();
+        present.filter(|i| matches!(self.get(*i), Some(Slot::Unwritten))).collect()
+    }
+
     /// Drop the `Unwritten` slots of a memory-file file in `[from, to)`,
     /// before memfs writes those pages into the memory file (which then
     /// holds and counts them); how many there were.

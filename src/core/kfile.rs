@@ -557,10 +557,10 @@ impl Fs {
                 failure = Some(e);
                 break;
             }
-            // Fallocated pages this write fills: the memory file holds them
-            // from now on, and the write does not charge them again.
-            let reserved = data.drop_unwritten(first, end);
-            let (w, err) = self.kwrite_chunk(inode, &data, pos, &buf[done..done + len], reserved);
+            // Fallocated pages this write fills: the write does not charge
+            // them again, and those it writes leave the page map.
+            let reserved = data.unwritten_in(first, end);
+            let (w, err) = self.kwrite_chunk(inode, &mut data, pos, &buf[done..done + len], &reserved);
             done += w;
             if let Some(e) = err {
                 failure = Some(e);
@@ -609,13 +609,15 @@ impl Fs {
     /// Write one chunk under the data lock: bytes written, and the error
     /// that stopped it early.
     /// `reserved`: pages of the chunk that a fallocate charged already.
+    /// `reserved`: the chunk's pages that a fallocate charged already
+    /// (unwritten slots, in order); those the write reaches leave the map.
     fn kwrite_chunk(
         &self,
         inode: &Inode,
-        data: &FileData,
+        data: &mut FileData,
         pos: u64,
         chunk: &[u8],
-        reserved: u64,
+        reserved: &[u64],
     ) -> (usize, Option<FsError>) {
         let Some(f) = data.kernel() else { return (0, Some(FsError::Io)) };
         f.touch();
@@ -628,19 +630,29 @@ impl Fs {
             let (w, e) = f.write(pos, chunk);
             (w, e, 0)
         } else {
-            let want = pages_spanned(pos, chunk.len() as u64).saturating_sub(reserved);
+            let want = pages_spanned(pos, chunk.len() as u64).saturating_sub(reserved.len() as u64);
             let granted = self.usage.charge_up_to(want);
             let len = if granted == want {
                 chunk.len()
             } else {
-                // Only as far as the granted pages reach (as if each were new).
-                let reach = pos / PAGE_SIZE + granted + reserved;
+                // Only as far as the granted pages reach (as if each were
+                // new), reserved pages passed over for free.
+                let (mut reach, mut left) = (pos / PAGE_SIZE, granted);
+                while reserved.binary_search(&reach).is_ok() || left > 0 {
+                    if reserved.binary_search(&reach).is_err() {
+                        left -= 1;
+                    }
+                    reach += 1;
+                }
                 (reach * PAGE_SIZE).saturating_sub(pos).min(chunk.len() as u64) as usize
             };
             let (w, e) = if len > 0 { f.write(pos, &chunk[..len]) } else { (0, None) };
             let short = (w < chunk.len() && e.is_none()).then(|| std::io::Error::from_raw_os_error(libc::ENOSPC));
             (w, e.or(short), granted)
         };
+        if written > 0 && !reserved.is_empty() {
+            data.drop_unwritten(pos / PAGE_SIZE, (pos + written as u64).div_ceil(PAGE_SIZE));
+        }
         // The granted charge is replaced by the pages the write really added.
         self.usage.uncharge_pages(granted);
         self.absorb(&mut inode.meta(), data);
