@@ -169,7 +169,7 @@ impl Fs {
             return false;
         }
         // The memory files' limit makes room for this file's pages first.
-        self.rebalance_kernel_limit_moving(inode.meta().pages);
+        self.rebalance_kernel_limit_moving(inode.meta().pages, 0);
         match store.create().and_then(|f| data.move_to_kernel(f, size)) {
             Ok(pages) => {
                 self.charge_to(&mut inode.meta(), pages);
@@ -336,7 +336,7 @@ impl Fs {
     /// anything (a tmpfs cannot be limited to 0 pages; its size=0 means
     /// unlimited): such a file must not be opened with passthrough now.
     pub fn rebalance_kernel_limit(&self) -> bool {
-        self.rebalance_kernel_limit_moving(0)
+        self.rebalance_kernel_limit_moving(0, 0)
     }
 
     /// Whether the kernel itself stops a write to a memory file exactly at
@@ -344,7 +344,15 @@ impl Fs {
     /// then memfs charges what a write added afterwards instead of a
     /// whole range before, and is exact where a range is partly allocated.
     fn kernel_enforces_limit(&self) -> bool {
-        self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs") && self.rebalance_kernel_limit()
+        self.kernel_enforces_limit_with(0)
+    }
+
+    /// As [`Fs::kernel_enforces_limit`] for a write into `reserved` pages
+    /// a fallocate charged already (unwritten slots): the limit gives the
+    /// write their room, which it keeps from every other writer.
+    fn kernel_enforces_limit_with(&self, reserved: u64) -> bool {
+        self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs")
+            && self.rebalance_kernel_limit_moving(0, reserved)
     }
 
     /// Whether the private tmpfs holds more pages than the memory files
@@ -370,18 +378,26 @@ impl Fs {
     }
 
     /// As [`Fs::rebalance_kernel_limit`], with `moving` pages of a heap
-    /// file about to move into a memory file counted as theirs.
-    fn rebalance_kernel_limit_moving(&self, moving: u64) -> bool {
+    /// file about to move into a memory file counted as theirs, and room
+    /// for `reserved` unwritten pages a write is about to fill.
+    fn rebalance_kernel_limit_moving(&self, moving: u64, reserved: u64) -> bool {
         let Some(store) = &self.kernel_store else { return true };
         let u = self.usage.snapshot();
         let (pages, exact) = if u.max_pages == 0 {
             (0, true)
         } else {
             // Paged-out pages of memory files count as theirs: they come
-            // back into the memory file when loaded.
+            // back into the memory file when loaded. Unwritten slots
+            // (fallocate under a ceiling) are charged but in no memory
+            // file: their room is no one else's, and a write filling them
+            // brings it (`reserved`). Measured: without this, the
+            // differential suite under passthrough=on,ram=8M let a write
+            // add a page more than tmpfs.
+            let unwritten = self.pager.as_deref().map_or(0, |p| p.kernel_unwritten());
             let kernel = self.usage.kernel_pages() + moving;
             let heap = u.used_pages.saturating_sub(kernel);
-            let pages = (u.max_pages.saturating_sub(heap) + self.lent_pages()).max(kernel);
+            let free = u.max_pages.saturating_sub(heap + unwritten) + reserved.min(unwritten);
+            let pages = (free + self.lent_pages()).max(kernel.saturating_sub(unwritten));
             (pages.max(1), pages > 0)
         };
         if let Err(e) = store.set_size(pages * PAGE_SIZE) {
@@ -626,7 +642,7 @@ impl Fs {
             let end = pos + chunk.len() as u64;
             let grow = f.stat().is_ok_and(|st| st.size < end);
             (chunk.len(), if grow { f.set_len(end).err() } else { None }, 0)
-        } else if self.kernel_enforces_limit() {
+        } else if self.kernel_enforces_limit_with(reserved.len() as u64) {
             let (w, e) = f.write(pos, chunk);
             (w, e, 0)
         } else {
