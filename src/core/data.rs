@@ -220,10 +220,6 @@ impl Drop for FileData {
                 Pages::First(p) => h.pager.slot_removed(p),
                 Pages::Many(m) => m.values().for_each(|p| h.pager.slot_removed(p)),
             }
-            if self.mem().is_some() {
-                let unwritten = self.slots_from(0).filter(|(_, p)| matches!(p, Slot::Unwritten)).count();
-                h.pager.kernel_unwritten_changed(-(unwritten as i64));
-            }
         }
     }
 }
@@ -474,18 +470,12 @@ impl FileData {
     fn added(&self, idx: u64, slot: &Slot) {
         if let Some(h) = self.home() {
             h.pager.slot_added(PageId { ino: h.ino, idx }, slot);
-            if matches!(slot, Slot::Unwritten) && self.mem().is_some() {
-                h.pager.kernel_unwritten_changed(1);
-            }
         }
     }
 
     fn removed(&self, slot: &Slot) {
         if let Some(h) = self.home() {
             h.pager.slot_removed(slot);
-            if matches!(slot, Slot::Unwritten) && self.mem().is_some() {
-                h.pager.kernel_unwritten_changed(-1);
-            }
         }
     }
 
@@ -497,10 +487,6 @@ impl FileData {
             let id = PageId { ino: h.ino, idx };
             let new = self.get(idx).expect("just replaced");
             h.pager.slot_replaced(id, &old, new);
-            if self.mem().is_some() {
-                let unwritten = |s: &Slot| i64::from(matches!(s, Slot::Unwritten));
-                h.pager.kernel_unwritten_changed(unwritten(new) - unwritten(&old));
-            }
         }
         Some(old)
     }

@@ -379,25 +379,29 @@ impl Fs {
 
     /// As [`Fs::rebalance_kernel_limit`], with `moving` pages of a heap
     /// file about to move into a memory file counted as theirs, and room
-    /// for `reserved` unwritten pages a write is about to fill.
-    fn rebalance_kernel_limit_moving(&self, moving: u64, reserved: u64) -> bool {
+    /// for `reserved` pages charged to memory files but outside them (paged
+    /// out, or unwritten) that memfs is about to write into one.
+    pub(super) fn rebalance_kernel_limit_moving(&self, moving: u64, reserved: u64) -> bool {
         let Some(store) = &self.kernel_store else { return true };
         let u = self.usage.snapshot();
         let (pages, exact) = if u.max_pages == 0 {
             (0, true)
         } else {
-            // Paged-out pages of memory files count as theirs: they come
-            // back into the memory file when loaded. Unwritten slots
-            // (fallocate under a ceiling) are charged but in no memory
-            // file: their room is no one else's, and a write filling them
-            // brings it (`reserved`). Measured: without this, the
-            // differential suite under passthrough=on,ram=8M let a write
-            // add a page more than tmpfs.
-            let unwritten = self.pager.as_deref().map_or(0, |p| p.kernel_unwritten());
-            let kernel = self.usage.kernel_pages() + moving;
+            // Pages charged to memory files but in none (paged out, and
+            // unwritten slots of a fallocate under a ceiling) are room no
+            // one else may take: the kernel does not know whose room it
+            // is, and a passthrough writer of another file took it (past
+            // size=, and the owner's page-ins then failed). The limit
+            // leaves them out; memfs gives the room back (`reserved`) just
+            // before it loads or writes them. Measured: with unwritten
+            // slots counted in, the differential suite under
+            // passthrough=on,ram=8M let a write add a page more than tmpfs.
+            let known = self.usage.kernel_pages();
+            let outside = self.pager.as_deref().map_or(0, |p| known.saturating_sub(p.kernel_resident()));
+            let kernel = known + moving;
             let heap = u.used_pages.saturating_sub(kernel);
-            let free = u.max_pages.saturating_sub(heap + unwritten) + reserved.min(unwritten);
-            let pages = (free + self.lent_pages()).max(kernel.saturating_sub(unwritten));
+            let free = u.max_pages.saturating_sub(heap + outside) + reserved.min(outside);
+            let pages = (free + self.lent_pages()).max(kernel.saturating_sub(outside));
             (pages.max(1), pages > 0)
         };
         if let Err(e) = store.set_size(pages * PAGE_SIZE) {
@@ -822,8 +826,8 @@ impl Fs {
             let bytes = p.load(&c).map_err(|_| FsError::Io)?;
             let n = (bytes.len() as u64).min(size - idx * PAGE_SIZE) as usize;
             let f = data.kernel().ok_or(FsError::Io)?;
-            if n > 0 && f.write(idx * PAGE_SIZE, &bytes[..n]).1.is_some() {
-                return Err(FsError::Io);
+            if n > 0 {
+                self.write_loaded(f, idx * PAGE_SIZE, &bytes[..n], 1)?;
             }
             data.drop_cold(idx, idx + 1);
         }

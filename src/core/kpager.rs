@@ -30,6 +30,7 @@
 
 use super::data::{FileData, Slot};
 use super::inode::{Inode, InodeRef};
+use super::memfile::MemFile;
 use super::pager::{Pager, PAGE};
 use super::reclaim::{cold_slots, release_slot};
 use super::rw::data_lock;
@@ -72,14 +73,34 @@ impl Fs {
                 let at = idx * PAGE;
                 let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
                 let f = data.kernel().ok_or(FsError::Io)?;
-                if n > 0 && f.write(at, &bytes[..n]).1.is_some() {
-                    return Err(FsError::Io);
+                if n > 0 {
+                    self.write_loaded(f, at, &bytes[..n], cold.len() as u64)?;
                 }
                 data.drop_cold(*idx, idx + 1);
             }
             self.absorb(&mut inode.meta(), &data);
         }
         Err(FsError::Io)
+    }
+
+    /// Write a loaded page back into its memory file. The memory files'
+    /// limit leaves the room of paged-out pages out (no passthrough writer
+    /// of another file may take it: core/kfile.rs), so the write may find
+    /// none: then the limit gives back the room of the `reserved` pages
+    /// being loaded, and the write goes on. Only then: a change of the
+    /// limit is a remount of the private tmpfs (5 us).
+    pub(super) fn write_loaded(&self, f: &MemFile, at: u64, bytes: &[u8], reserved: u64) -> FsResult<()> {
+        match f.write(at, bytes) {
+            (_, None) => Ok(()),
+            (done, Some(e)) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                self.rebalance_kernel_limit_moving(0, reserved);
+                match f.write(at + done as u64, &bytes[done..]) {
+                    (_, None) => Ok(()),
+                    (_, Some(_)) => Err(FsError::Io),
+                }
+            }
+            (_, Some(_)) => Err(FsError::Io),
+        }
     }
 
     /// Under `data`'s write lock: load any page of `[from, to)` that is
@@ -99,13 +120,14 @@ impl Fs {
         }
         let p = self.pager.as_deref().ok_or(FsError::Io)?;
         let size = inode.meta().size;
+        let reserved = cold.len() as u64;
         for (idx, c) in cold {
             let bytes = p.load(&c).map_err(|_| FsError::Io)?;
             let at = idx * PAGE;
             let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
             let f = data.kernel().ok_or(FsError::Io)?;
-            if n > 0 && f.write(at, &bytes[..n]).1.is_some() {
-                return Err(FsError::Io);
+            if n > 0 {
+                self.write_loaded(f, at, &bytes[..n], reserved)?;
             }
             data.drop_cold(idx, idx + 1);
         }
@@ -245,6 +267,11 @@ impl Fs {
         }
         drop(data);
         p.kernel_pages_evicted(moved, to_disk);
+        if moved > 0 {
+            // The kernel freed their room; it stays theirs (paged-out
+            // pages come back), so the limit no longer offers it.
+            self.rebalance_kernel_limit();
+        }
         (moved, next, false)
     }
 
@@ -351,6 +378,7 @@ impl Fs {
 
 #[cfg(test)]
 mod tests {
+    use super::super::arena::Huge;
     use super::super::memfile::KernelStore;
     use super::super::pager::backing::tests::MemIo;
     use super::super::pager::backing::Backing;
@@ -530,6 +558,76 @@ mod tests {
         assert_eq!(fs.write(a, 4 * PAGE, &vec![2u8; 36 * P], &ME), Ok(36 * P));
         assert_eq!(fs.getattr(a).unwrap().blocks, 40 * 8);
         assert_eq!(fs.read(a, 39 * PAGE, 2).unwrap(), vec![2u8; 2]);
+    }
+
+    /// Paged-out pages of a memory file are room no other writer may take:
+    /// the memory files' limit leaves them out (the kernel does not know
+    /// whose room it is: a passthrough writer of another file took it,
+    /// past size=, and the owner's page-ins then failed with EIO), and a
+    /// page-in gives their room back just before it loads them.
+    #[test]
+    fn paged_out_pages_keep_their_room_in_the_memory_files_limit() {
+        let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
+        let cfg = PagerConfig { ram: 64 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let mut cfg = FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(40, 0) };
+        cfg.kernel_files = Some((KernelStore::memfd(), 2 * PAGE));
+        let fs = Fs::new(cfg);
+        let limit = |fs: &Fs| fs.kernel_store.as_ref().unwrap().size_asked() / PAGE;
+        let a = file(&fs, "a", 16, 1);
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 40, "16 pages of a's and 24 free");
+        assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
+        assert_eq!(limit(&fs), 40 - 16, "the room of a's paged-out pages is a's");
+        // A write over a paged-out page loads it, into its own room.
+        assert_eq!(fs.write(a, 3 * PAGE, b"z", &ME), Ok(1));
+        assert_eq!(fs.tiers(a).unwrap(), (1, 0, 15));
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 40 - 15);
+        // Paged in whole (a passthrough open): all of it is in the limit again.
+        assert!(fs.pin_kernel_file(a));
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 40);
+        fs.unpin_kernel_file(a);
+        assert_eq!(fs.read(a, 3 * PAGE, 2).unwrap(), vec![b'z', 1]);
+        assert_eq!(fs.usage().used_pages, 16);
+    }
+
+    /// The same with the private tmpfs, whose limit the kernel enforces: a
+    /// passthrough writer of another memory file (written here straight
+    /// into its memory file, as the kernel does) stops where size= says,
+    /// not at size= plus the pages paged out, and the paged-out pages
+    /// still load.
+    #[test]
+    fn a_passthrough_writer_cannot_take_the_room_of_paged_out_pages() {
+        let store = KernelStore::new(64 * PAGE, Huge::Never, "default");
+        if store.kind() != "tmpfs" {
+            eprintln!("skipped: no private tmpfs here (not root)");
+            return;
+        }
+        let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
+        let cfg = PagerConfig { ram: 64 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let mut cfg = FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(40, 0) };
+        cfg.kernel_files = Some((store, 2 * PAGE));
+        let fs = Fs::new(cfg);
+        let a = file(&fs, "a", 16, 1);
+        let b = file(&fs, "b", 4, 2);
+        assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
+        assert!(fs.pin_kernel_file(b));
+        assert!(fs.rebalance_kernel_limit());
+        let mut written = 4;
+        while fs.with_kernel_file(b, |f| f.write(written * PAGE, &[3u8; P]).1).unwrap().is_none() {
+            written += 1;
+            assert!(written <= 64, "no limit");
+        }
+        assert_eq!(written, 40 - 16, "b took a's room");
+        fs.unpin_kernel_file(b);
+        // a's pages come back, over paged-out pages and whole.
+        assert_eq!(fs.write(a, 5 * PAGE, b"z", &ME), Ok(1));
+        assert_eq!(fs.read(a, 0, 16 * P as u32).unwrap().iter().filter(|&&x| x == 1).count(), 16 * P - 1);
+        assert!(fs.pin_kernel_file(a));
+        assert_eq!(fs.tiers(a).unwrap(), (16, 0, 0));
+        fs.unpin_kernel_file(a);
+        assert_eq!(fs.usage().used_pages, 40);
     }
 
     /// Under a ceiling, a heap file with unwritten (fallocated) pages stays

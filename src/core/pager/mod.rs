@@ -246,10 +246,6 @@ struct Counters {
     resident_bytes: AtomicI64,
     /// Pages of kernel memory files (resident, uncompressed, not in the policy).
     kernel_pages: AtomicI64,
-    /// Unwritten (fallocated) slots of memory files' page maps: charged to
-    /// the files, not in any memory file (core/kfile.rs keeps them out of
-    /// the private tmpfs's limit).
-    kernel_unwritten: AtomicI64,
     zip_pages: AtomicI64,
     zip_bytes: AtomicI64,
     zip_orig_bytes: AtomicI64,
@@ -411,17 +407,12 @@ impl Pager {
         get(&self.c.resident_bytes) + get(&self.c.kernel_pages) * PAGE + get(&self.c.zip_bytes)
     }
 
+    /// Pages resident in kernel memory files, as memfs last saw them.
+    pub fn kernel_resident(&self) -> u64 {
+        get(&self.c.kernel_pages)
+    }
+
     /// Pages held in kernel memory files changed by `delta`.
-    /// Unwritten slots of memory files: `delta` more (or fewer).
-    pub(crate) fn kernel_unwritten_changed(&self, delta: i64) {
-        self.c.kernel_unwritten.fetch_add(delta, Ordering::Relaxed);
-    }
-
-    /// Unwritten slots in memory files' page maps now.
-    pub fn kernel_unwritten(&self) -> u64 {
-        get(&self.c.kernel_unwritten)
-    }
-
     pub(crate) fn kernel_pages_changed(&self, delta: i64) {
         if delta != 0 {
             self.c.kernel_pages.fetch_add(delta, Ordering::Relaxed);
