@@ -552,6 +552,50 @@ def test_a_deleted_file_still_open_keeps_its_pages_from_other_writers():
             os.close(keep)
 
 
+def test_a_passthrough_writer_cannot_take_the_room_of_paged_out_pages():
+    """Paged-out pages of a memory file keep their room in the memory files'
+    limit: a passthrough writer of another file stops where size= says.
+    Before, the limit counted that room as free (the kernel does not know
+    whose it is): the writer went on to size= plus those pages, and the
+    paged-out file's own page-ins then failed with EIO (an overwrite, a
+    truncate cutting a page, memfs prime). ram= is above size= here so
+    that no page-out at the writer's close frees the room and hides it."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as store, \
+            memfs(f"size=64M,ram=128M,backing={store},passthrough=on,passthrough_min=1m,huge=never") as mnt:
+        a_path, b_path = os.path.join(mnt, "a"), os.path.join(mnt, "b")
+        a = os.urandom(16 * MIB)  # random: it does not compress, all of it goes to the store
+        with open(a_path, "wb") as f:
+            f.write(a)
+        with open(b_path, "wb") as f:
+            f.write(os.urandom(2 * MIB))
+        memfs_tool("evict", a_path)
+        assert "resident 0 (0%)" in memfs_tool("where", a_path)
+        fd = os.open(b_path, os.O_RDWR)  # a passthrough open: its writes go to the kernel
+        try:
+            size, err, block = 2 * MIB, None, os.urandom(MIB)
+            while size < 128 * MIB:
+                try:
+                    size += os.pwrite(fd, block, size)
+                except OSError as e:
+                    err = e.errno
+                    break
+        finally:
+            os.close(fd)
+        assert err == errno.ENOSPC
+        assert 40 * MIB <= size <= 48 * MIB, size  # 64 MiB less a's 16
+        # a's pages come back, into their own room.
+        fa = os.open(a_path, os.O_RDWR)
+        try:
+            assert os.pwrite(fa, b"x" * PAGE, 0) == PAGE  # over a paged-out page
+        finally:
+            os.close(fa)
+        os.truncate(a_path, 100 * PAGE + 1)  # cuts a paged-out page
+        memfs_tool("prime", a_path)
+        assert "resident 101 (100%)" in memfs_tool("where", a_path)
+        with open(a_path, "rb") as f:
+            assert f.read() == b"x" * PAGE + a[PAGE:100 * PAGE + 1]
+
+
 def statx_times(path):
     """(mtime, ctime) in ns as stat(1) gets them: statx(2) for the fields
     asked, the call that found the stale times (os.stat's stat(2) did not)."""
