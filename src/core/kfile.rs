@@ -343,13 +343,9 @@ impl Fs {
     /// `size=` now (a private tmpfs instance, its limit just set exactly):
     /// then memfs charges what a write added afterwards instead of a
     /// whole range before, and is exact where a range is partly allocated.
-    fn kernel_enforces_limit(&self) -> bool {
-        self.kernel_enforces_limit_with(0)
-    }
-
-    /// As [`Fs::kernel_enforces_limit`] for a write into `reserved` pages
-    /// a fallocate charged already (unwritten slots): the limit gives the
-    /// write their room, which it keeps from every other writer.
+    /// `reserved`: pages a fallocate charged already (unwritten slots) that
+    /// the write fills: the limit gives it their room, which it keeps from
+    /// every other writer.
     fn kernel_enforces_limit_with(&self, reserved: u64) -> bool {
         self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs")
             && self.rebalance_kernel_limit_moving(0, reserved)
@@ -382,7 +378,18 @@ impl Fs {
     /// for `reserved` pages charged to memory files but outside them (paged
     /// out, or unwritten) that memfs is about to write into one.
     pub(super) fn rebalance_kernel_limit_moving(&self, moving: u64, reserved: u64) -> bool {
+        self.set_kernel_limit(moving, reserved, true)
+    }
+
+    /// As [`Fs::rebalance_kernel_limit_moving`]; `lend`: count the pages
+    /// of deleted memory files lent to passthrough writers, which takes
+    /// other inodes' locks (not under an inode's meta lock: then false,
+    /// the limit is the lower for it until the next rebalance). The pages
+    /// being loaded into memory files ([`Fs::kernel_loading`]) count as
+    /// `reserved`, so no other thread's rebalance takes their room.
+    pub(super) fn set_kernel_limit(&self, moving: u64, reserved: u64, lend: bool) -> bool {
         let Some(store) = &self.kernel_store else { return true };
+        let reserved = reserved + self.kernel_loading.load(Ordering::Acquire);
         let u = self.usage.snapshot();
         let (pages, exact) = if u.max_pages == 0 {
             (0, true)
@@ -400,8 +407,13 @@ impl Fs {
             let outside = self.pager.as_deref().map_or(0, |p| known.saturating_sub(p.kernel_resident()));
             let kernel = known + moving;
             let heap = u.used_pages.saturating_sub(kernel);
-            let free = u.max_pages.saturating_sub(heap + outside) + reserved.min(outside);
-            let pages = (free + self.lent_pages()).max(kernel.saturating_sub(outside));
+            let reserved = reserved.min(outside);
+            let free = u.max_pages.saturating_sub(heap + outside) + reserved;
+            let lent = if lend { self.lent_pages() } else { 0 };
+            // Never less than what memory files hold and are about to load
+            // (passthrough writes are charged past size=, so free can be
+            // less than the pages being loaded).
+            let pages = (free + lent).max(kernel.saturating_sub(outside) + reserved);
             (pages.max(1), pages > 0)
         };
         if let Err(e) = store.set_size(pages * PAGE_SIZE) {
@@ -703,6 +715,7 @@ impl Fs {
             self.kernel_page_in(inode, first, last)?;
         }
         let mut data = lock.write();
+        let mut reserved = 0;
         if mode.punch_hole {
             data.drop_cold(off.div_ceil(PAGE_SIZE), end / PAGE_SIZE);
             self.kernel_resident_locked(inode, &mut data, first, first + 1)?;
@@ -713,14 +726,15 @@ impl Fs {
         if !mode.punch_hole {
             // The memory file allocates these pages now: they leave the map
             // (counted once; the charge below counts them as new, as tmpfs's
-            // fallocate reserves before it looks).
-            data.drop_unwritten(first, last);
+            // fallocate reserves before it looks), and the limit gives the
+            // memory file their room.
+            reserved = data.drop_unwritten(first, last);
         }
         let f = data.kernel().ok_or(FsError::Io)?;
         let result = if mode.punch_hole {
             f.punch_hole(off, len).map_err(|_| FsError::Io)
         } else {
-            let want = if self.kernel_enforces_limit() { 0 } else { pages_spanned(off, len) };
+            let want = if self.kernel_enforces_limit_with(reserved) { 0 } else { pages_spanned(off, len) };
             if !self.usage.charge_pages(want) {
                 return Err(FsError::NoSpace);
             }
@@ -817,6 +831,7 @@ impl Fs {
             // past the old end too; a file that grows keeps them.
             data.drop_cold(size.div_ceil(PAGE_SIZE), u64::MAX);
         }
+        let mut loading = None;
         if size % PAGE_SIZE != 0 && !data.cold_between(size / PAGE_SIZE, size / PAGE_SIZE + 1).is_empty() {
             // The page cut in part went out again after kernel_prepare_truncate:
             // load it here (its tail must read as zeros if the file regrows).
@@ -826,13 +841,19 @@ impl Fs {
             let bytes = p.load(&c).map_err(|_| FsError::Io)?;
             let n = (bytes.len() as u64).min(size - idx * PAGE_SIZE) as usize;
             let f = data.kernel().ok_or(FsError::Io)?;
+            loading = Some(self.loading(1));
             if n > 0 {
-                self.write_loaded(f, idx * PAGE_SIZE, &bytes[..n], 1)?;
+                // Under the meta lock: no lending (it takes other inodes' locks).
+                self.write_loaded(f, idx * PAGE_SIZE, &bytes[..n], false)?;
             }
             data.drop_cold(idx, idx + 1);
         }
         let r = data.kernel().ok_or(FsError::Io)?.set_len(size).map_err(|_| FsError::Io);
         self.absorb(m, data);
+        if let Some(loaded) = loading {
+            drop(loaded);
+            self.set_kernel_limit(0, 0, false); // the page is in the memory file's room now
+        }
         r
     }
 

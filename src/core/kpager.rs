@@ -36,9 +36,25 @@ use super::reclaim::{cold_slots, release_slot};
 use super::rw::data_lock;
 use super::types::Ino;
 use super::{Fs, FsError, FsResult};
+use crate::sync::Ordering;
 
 /// Rounds a page-in retries when its pages keep changing under it.
 const PAGE_IN_ROUNDS: usize = 8;
+/// Times a loaded page's write into its memory file sets the limit and
+/// tries again on ENOSPC ([`Fs::write_loaded`]).
+const LOAD_ROOM_TRIES: usize = 3;
+
+/// Pages being loaded into memory files ([`Fs::loading`]), until dropped.
+pub(super) struct Loading<'a> {
+    fs: &'a Fs,
+    pages: u64,
+}
+
+impl Drop for Loading<'_> {
+    fn drop(&mut self) {
+        self.fs.kernel_loading.fetch_sub(self.pages, Ordering::AcqRel);
+    }
+}
 /// A memory file with more than this paged out is not paged in whole for
 /// a passthrough open ([`Fs::pin_kernel_file`]). Measured (60 libraries
 /// of 1-32 MiB, 437 MiB through `ram=64M`, 300 random 4 KiB reads after
@@ -58,48 +74,72 @@ impl Fs {
                 return Ok(());
             }
             let pages = self.load_cold(&cold); // makes room first
-            let mut data = lock.write();
-            let size = inode.meta().size;
-            for ((idx, c), page) in cold.iter().zip(pages) {
-                if !data.still(*idx, c) {
-                    continue; // freed or loaded meanwhile
-                }
-                let bytes = page.map_err(|fault| {
-                    if let Some(p) = self.pager.as_deref() {
-                        p.count_fault(fault);
+            {
+                let mut data = lock.write();
+                let _loading = self.loading(cold.len() as u64); // until absorbed
+                let size = inode.meta().size;
+                for ((idx, c), page) in cold.iter().zip(pages) {
+                    if !data.still(*idx, c) {
+                        continue; // freed or loaded meanwhile
                     }
-                    FsError::Io
-                })?;
-                let at = idx * PAGE;
-                let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
-                let f = data.kernel().ok_or(FsError::Io)?;
-                if n > 0 {
-                    self.write_loaded(f, at, &bytes[..n], cold.len() as u64)?;
+                    let bytes = page.map_err(|fault| {
+                        if let Some(p) = self.pager.as_deref() {
+                            p.count_fault(fault);
+                        }
+                        FsError::Io
+                    })?;
+                    let at = idx * PAGE;
+                    let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
+                    let f = data.kernel().ok_or(FsError::Io)?;
+                    if n > 0 {
+                        self.write_loaded(f, at, &bytes[..n], true)?;
+                    }
+                    data.drop_cold(*idx, idx + 1);
                 }
-                data.drop_cold(*idx, idx + 1);
+                self.absorb(&mut inode.meta(), &data);
             }
-            self.absorb(&mut inode.meta(), &data);
+            // Their room is the memory file's now: the limit grows by them
+            // (a passthrough writer of another file would otherwise get
+            // ENOSPC short of size= until the next change of the limit).
+            self.rebalance_kernel_limit();
         }
         Err(FsError::Io)
     }
 
+    /// Count `pages` as being loaded into memory files until the guard
+    /// goes (after they are absorbed): every change of the memory files'
+    /// limit meanwhile keeps their room.
+    pub(super) fn loading(&self, pages: u64) -> Loading<'_> {
+        self.kernel_loading.fetch_add(pages, Ordering::AcqRel);
+        Loading { fs: self, pages }
+    }
+
     /// Write a loaded page back into its memory file. The memory files'
     /// limit leaves the room of paged-out pages out (no passthrough writer
-    /// of another file may take it: core/kfile.rs), so the write may find
-    /// none: then the limit gives back the room of the `reserved` pages
-    /// being loaded, and the write goes on. Only then: a change of the
-    /// limit is a remount of the private tmpfs (5 us).
-    pub(super) fn write_loaded(&self, f: &MemFile, at: u64, bytes: &[u8], reserved: u64) -> FsResult<()> {
-        match f.write(at, bytes) {
-            (_, None) => Ok(()),
-            (done, Some(e)) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                self.rebalance_kernel_limit_moving(0, reserved);
-                match f.write(at + done as u64, &bytes[done..]) {
-                    (_, None) => Ok(()),
-                    (_, Some(_)) => Err(FsError::Io),
+    /// of another file may take it: core/kfile.rs) except for pages being
+    /// loaded ([`Fs::loading`]), which it counts when next set: the write
+    /// may find no room until then, so on ENOSPC the limit is set and the
+    /// write goes on (a change of the limit is a remount of the private
+    /// tmpfs, about 5 us: only when needed). A passthrough writer of
+    /// another file can still take the room in between (the kernel keeps
+    /// no reservations): then the write fails with ENOSPC, the page stays
+    /// where it was. `lend`: as [`Fs::set_kernel_limit`].
+    pub(super) fn write_loaded(&self, f: &MemFile, at: u64, bytes: &[u8], lend: bool) -> FsResult<()> {
+        let (mut done, mut err) = f.write(at, bytes);
+        for _ in 0..LOAD_ROOM_TRIES {
+            match &err {
+                Some(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                    self.set_kernel_limit(0, 0, lend);
+                    let (more, e) = f.write(at + done as u64, &bytes[done..]);
+                    (done, err) = (done + more, e);
                 }
+                _ => break,
             }
-            (_, Some(_)) => Err(FsError::Io),
+        }
+        match err {
+            None => Ok(()),
+            Some(e) if e.raw_os_error() == Some(libc::ENOSPC) => Err(FsError::NoSpace),
+            Some(_) => Err(FsError::Io),
         }
     }
 
@@ -120,18 +160,20 @@ impl Fs {
         }
         let p = self.pager.as_deref().ok_or(FsError::Io)?;
         let size = inode.meta().size;
-        let reserved = cold.len() as u64;
+        let loading = self.loading(cold.len() as u64);
         for (idx, c) in cold {
             let bytes = p.load(&c).map_err(|_| FsError::Io)?;
             let at = idx * PAGE;
             let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
             let f = data.kernel().ok_or(FsError::Io)?;
             if n > 0 {
-                self.write_loaded(f, at, &bytes[..n], reserved)?;
+                self.write_loaded(f, at, &bytes[..n], true)?;
             }
             data.drop_cold(idx, idx + 1);
         }
         self.absorb(&mut inode.meta(), data);
+        drop(loading);
+        self.rebalance_kernel_limit(); // their room is the memory file's now
         Ok(())
     }
 
@@ -579,13 +621,13 @@ mod tests {
         assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
         assert_eq!(limit(&fs), 40 - 16, "the room of a's paged-out pages is a's");
         // A write over a paged-out page loads it, into its own room.
+        // The limit grows by it at once (else another file's passthrough
+        // writer got ENOSPC short of size= until the next change).
         assert_eq!(fs.write(a, 3 * PAGE, b"z", &ME), Ok(1));
         assert_eq!(fs.tiers(a).unwrap(), (1, 0, 15));
-        assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 40 - 15);
         // Paged in whole (a passthrough open): all of it is in the limit again.
         assert!(fs.pin_kernel_file(a));
-        assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 40);
         fs.unpin_kernel_file(a);
         assert_eq!(fs.read(a, 3 * PAGE, 2).unwrap(), vec![b'z', 1]);
@@ -628,6 +670,31 @@ mod tests {
         assert_eq!(fs.tiers(a).unwrap(), (16, 0, 0));
         fs.unpin_kernel_file(a);
         assert_eq!(fs.usage().used_pages, 40);
+    }
+
+    /// A zero range over unwritten slots on a full mount: the memory file
+    /// allocates them in the room they held (before, the limit still left
+    /// them out while the allocation ran: ENOSPC, and the slots were gone).
+    #[test]
+    fn a_zero_range_over_fallocated_pages_of_a_full_mount_finds_their_room() {
+        let store = KernelStore::new(64 * PAGE, Huge::Never, "default");
+        if store.kind() != "tmpfs" {
+            eprintln!("skipped: no private tmpfs here (not root)");
+            return;
+        }
+        let cfg = PagerConfig { ram: 64 * PAGE, codec: Codec::Off, backing: None, readahead: 0 };
+        let mut cfg = FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(40, 0) };
+        cfg.kernel_files = Some((store, 2 * PAGE));
+        let fs = Fs::new(cfg);
+        let alloc = super::super::FallocMode { punch_hole: false, keep_size: false, zero_range: false };
+        let zero = super::super::FallocMode { zero_range: true, keep_size: true, ..alloc };
+        let a = file(&fs, "a", 4, 1);
+        fs.fallocate(a, 0, 40 * PAGE, alloc).unwrap();
+        assert_eq!(fs.usage().used_pages, 40, "full");
+        assert_eq!(fs.fallocate(a, 4 * PAGE, 36 * PAGE, zero), Ok(()));
+        assert_eq!(fs.tiers(a).unwrap().0, 40, "all in the memory file");
+        assert_eq!(fs.usage().used_pages, 40);
+        assert_eq!(fs.read(a, 3 * PAGE, 2 * P as u32).unwrap(), [vec![1u8; P], vec![0u8; P]].concat());
     }
 
     /// Under a ceiling, a heap file with unwritten (fallocated) pages stays

@@ -179,6 +179,10 @@ pub struct Fs {
     /// Cached opens of regular files by inode (core/kfile.rs,
     /// `Fs::cached_open`): whether a deleted memory file is still open.
     cached_opens: Mutex<HashMap<Ino, u32>>,
+    /// Paged-out pages of memory files being loaded back into them now:
+    /// every change of the memory files' limit keeps their room
+    /// (core/kfile.rs, core/kpager.rs).
+    kernel_loading: AtomicU64,
     /// NUMA placement of file pages (core/place.rs).
     placement: Arc<numa::Placement>,
     /// The last (or running) `memfs migrate`.
@@ -211,6 +215,7 @@ impl Fs {
             kernel_inos: Mutex::new(HashSet::new()),
             kernel_orphans: Mutex::new(HashSet::new()),
             cached_opens: Mutex::new(HashMap::new()),
+            kernel_loading: AtomicU64::new(0),
             placement: Arc::new(numa::Placement::new(cfg.numa, cfg.mpol)),
             migration: Mutex::default(),
             flags_enforceable: AtomicBool::new(false),
