@@ -343,12 +343,10 @@ impl Fs {
     /// `size=` now (a private tmpfs instance, its limit just set exactly):
     /// then memfs charges what a write added afterwards instead of a
     /// whole range before, and is exact where a range is partly allocated.
-    /// `reserved`: pages a fallocate charged already (unwritten slots) that
-    /// the write fills: the limit gives it their room, which it keeps from
-    /// every other writer.
-    fn kernel_enforces_limit_with(&self, reserved: u64) -> bool {
-        self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs")
-            && self.rebalance_kernel_limit_moving(0, reserved)
+    /// Pages a fallocate charged already (unwritten slots) that the write
+    /// fills get their room from [`Fs::loading`], held until absorbed.
+    fn kernel_enforces_limit(&self) -> bool {
+        self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs") && self.rebalance_kernel_limit()
     }
 
     /// Whether the private tmpfs holds more pages than the memory files
@@ -640,7 +638,6 @@ impl Fs {
 
     /// Write one chunk under the data lock: bytes written, and the error
     /// that stopped it early.
-    /// `reserved`: pages of the chunk that a fallocate charged already.
     /// `reserved`: the chunk's pages that a fallocate charged already
     /// (unwritten slots, in order); those the write reaches leave the map.
     fn kwrite_chunk(
@@ -653,12 +650,15 @@ impl Fs {
     ) -> (usize, Option<FsError>) {
         let Some(f) = data.kernel() else { return (0, Some(FsError::Io)) };
         f.touch();
+        // The reserved pages' room is kept in every change of the limit
+        // until the write is absorbed.
+        let _room = self.loading(reserved.len() as u64);
         let (written, err, granted) = if self.no_data() {
             // Bytes discarded, size kept (tunable no_data).
             let end = pos + chunk.len() as u64;
             let grow = f.stat().is_ok_and(|st| st.size < end);
             (chunk.len(), if grow { f.set_len(end).err() } else { None }, 0)
-        } else if self.kernel_enforces_limit_with(reserved.len() as u64) {
+        } else if self.kernel_enforces_limit() {
             let (w, e) = f.write(pos, chunk);
             (w, e, 0)
         } else {
@@ -730,11 +730,12 @@ impl Fs {
             // memory file their room.
             reserved = data.drop_unwritten(first, last);
         }
+        let _room = self.loading(reserved); // kept until absorbed
         let f = data.kernel().ok_or(FsError::Io)?;
         let result = if mode.punch_hole {
             f.punch_hole(off, len).map_err(|_| FsError::Io)
         } else {
-            let want = if self.kernel_enforces_limit_with(reserved) { 0 } else { pages_spanned(off, len) };
+            let want = if self.kernel_enforces_limit() { 0 } else { pages_spanned(off, len) };
             if !self.usage.charge_pages(want) {
                 return Err(FsError::NoSpace);
             }

@@ -40,6 +40,10 @@ use crate::sync::Ordering;
 
 /// Rounds a page-in retries when its pages keep changing under it.
 const PAGE_IN_ROUNDS: usize = 8;
+/// Pages a page-in loads at a time (1 MiB): the room it makes first and
+/// the buffers it holds, and the room the memory files' limit keeps for
+/// them, are bounded (`memfs prime` of a large file loaded it whole).
+const LOAD_BATCH: usize = 256;
 /// Times a loaded page's write into its memory file sets the limit and
 /// tries again on ENOSPC ([`Fs::write_loaded`]).
 const LOAD_ROOM_TRIES: usize = 3;
@@ -65,45 +69,63 @@ const PIN_COLD_MAX: u64 = 1 << 20;
 
 impl Fs {
     /// Load the paged-out pages of memory-file file `inode` in pages
-    /// `[from, to)` back into its memory file. No lock may be held.
+    /// `[from, to)` back into its memory file, [`LOAD_BATCH`] at a time.
+    /// No lock may be held.
     pub(super) fn kernel_page_in(&self, inode: &Inode, from: u64, to: u64) -> FsResult<()> {
         let lock = data_lock(inode);
-        for _ in 0..PAGE_IN_ROUNDS {
-            let cold = lock.read().cold_between(from, to);
+        let mut rounds = None;
+        loop {
+            let mut cold = lock.read().cold_between(from, to);
             if cold.is_empty() {
                 return Ok(());
             }
-            let pages = self.load_cold(&cold); // makes room first
-            {
-                let mut data = lock.write();
-                let _loading = self.loading(cold.len() as u64); // until absorbed
-                let size = inode.meta().size;
-                for ((idx, c), page) in cold.iter().zip(pages) {
-                    if !data.still(*idx, c) {
-                        continue; // freed or loaded meanwhile
-                    }
-                    let bytes = page.map_err(|fault| {
-                        if let Some(p) = self.pager.as_deref() {
-                            p.count_fault(fault);
-                        }
-                        FsError::Io
-                    })?;
-                    let at = idx * PAGE;
-                    let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
-                    let f = data.kernel().ok_or(FsError::Io)?;
-                    if n > 0 {
-                        self.write_loaded(f, at, &bytes[..n], true)?;
-                    }
-                    data.drop_cold(*idx, idx + 1);
-                }
-                self.absorb(&mut inode.meta(), &data);
+            // The batches the range needs, and PAGE_IN_ROUNDS more for
+            // pages that change under the load.
+            let left = rounds.get_or_insert(PAGE_IN_ROUNDS + cold.len().div_ceil(LOAD_BATCH));
+            if *left == 0 {
+                return Err(FsError::Io);
             }
+            *left -= 1;
+            cold.truncate(LOAD_BATCH);
+            let pages = self.load_cold(&cold); // makes room first
+            let result = {
+                let mut data = lock.write();
+                let loading = self.loading(cold.len() as u64); // until absorbed
+                let size = inode.meta().size;
+                let result = (|| {
+                    for ((idx, c), page) in cold.iter().zip(pages) {
+                        if !data.still(*idx, c) {
+                            continue; // freed or loaded meanwhile
+                        }
+                        let bytes = page.map_err(|fault| {
+                            if let Some(p) = self.pager.as_deref() {
+                                p.count_fault(fault);
+                            }
+                            FsError::Io
+                        })?;
+                        let at = idx * PAGE;
+                        let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
+                        let f = data.kernel().ok_or(FsError::Io)?;
+                        if n > 0 {
+                            self.write_loaded(f, at, &bytes[..n], true)?;
+                        }
+                        data.drop_cold(*idx, idx + 1);
+                    }
+                    Ok(())
+                })();
+                // What was written is counted, on an error too (else the
+                // limit could be set below what the memory files hold).
+                self.absorb(&mut inode.meta(), &data);
+                drop(loading);
+                result
+            };
             // Their room is the memory file's now: the limit grows by them
             // (a passthrough writer of another file would otherwise get
-            // ENOSPC short of size= until the next change of the limit).
+            // ENOSPC short of size= until the next change of the limit);
+            // after an error, the room raised for what did not load goes.
             self.rebalance_kernel_limit();
+            result?;
         }
-        Err(FsError::Io)
     }
 
     /// Count `pages` as being loaded into memory files until the guard
@@ -161,20 +183,23 @@ impl Fs {
         let p = self.pager.as_deref().ok_or(FsError::Io)?;
         let size = inode.meta().size;
         let loading = self.loading(cold.len() as u64);
-        for (idx, c) in cold {
-            let bytes = p.load(&c).map_err(|_| FsError::Io)?;
-            let at = idx * PAGE;
-            let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
-            let f = data.kernel().ok_or(FsError::Io)?;
-            if n > 0 {
-                self.write_loaded(f, at, &bytes[..n], true)?;
+        let result = (|| {
+            for (idx, c) in cold {
+                let bytes = p.load(&c).map_err(|_| FsError::Io)?;
+                let at = idx * PAGE;
+                let n = (bytes.len() as u64).min(size.saturating_sub(at)) as usize;
+                let f = data.kernel().ok_or(FsError::Io)?;
+                if n > 0 {
+                    self.write_loaded(f, at, &bytes[..n], true)?;
+                }
+                data.drop_cold(idx, idx + 1);
             }
-            data.drop_cold(idx, idx + 1);
-        }
-        self.absorb(&mut inode.meta(), data);
+            Ok(())
+        })();
+        self.absorb(&mut inode.meta(), data); // what was written, on an error too
         drop(loading);
         self.rebalance_kernel_limit(); // their room is the memory file's now
-        Ok(())
+        result
     }
 
     /// Page out up to `max` pages of the memory file used longest ago that
