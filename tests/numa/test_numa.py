@@ -91,6 +91,19 @@ def numa_maps_pages(pid, policy):
     return per_node
 
 
+def kernel_node_list(nodes):
+    """Nodes as the kernel prints a node list (%*pbl): ranges, "0-1,3"."""
+    out, nodes = [], sorted(nodes)
+    i = 0
+    while i < len(nodes):
+        j = i
+        while j + 1 < len(nodes) and nodes[j + 1] == nodes[j] + 1:
+            j += 1
+        out.append(str(nodes[i]) if i == j else f"{nodes[i]}-{nodes[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
 FORMS = ["default", "prefer:0", "bind:0", "interleave", "interleave:0", "local"]
 
 
@@ -102,7 +115,7 @@ def test_every_mpol_form_mounts_and_places_the_arenas(form):
         write_pages(mnt, 2, 16)
         # numa_maps names a policy as the kernel prints it ("interleave:0" for a
         # bare interleave over node 0, "prefer:0", "bind:0", "local", "default").
-        shown = {"interleave": "interleave:" + ",".join(map(str, MEMORY_NODES))}.get(form, form)
+        shown = {"interleave": "interleave:" + kernel_node_list(MEMORY_NODES)}.get(form, form)
         pages = numa_maps_pages(daemon_pid(mnt), shown)
         assert sum(pages.values()) >= 32, f"no arena page under {shown}: {pages}"
 
