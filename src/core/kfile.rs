@@ -387,11 +387,18 @@ impl Fs {
     /// `reserved`, so no other thread's rebalance takes their room.
     pub(super) fn set_kernel_limit(&self, moving: u64, reserved: u64, lend: bool) -> bool {
         let Some(store) = &self.kernel_store else { return true };
-        let reserved = reserved + self.kernel_loading.load(Ordering::Acquire);
-        let u = self.usage.snapshot();
-        let (pages, exact) = if u.max_pages == 0 {
-            (0, true)
-        } else {
+        // Taken before the store's lock: it takes other inodes' locks.
+        let lent = if lend { self.lent_pages() } else { 0 };
+        let mut exact = true;
+        // Computed and set under the store's lock, from counters only: a
+        // limit computed before a page-in's guard was counted is never set
+        // after the limit that counts it.
+        let set = store.set_size_with(|| {
+            let reserved = reserved + self.kernel_loading.load(Ordering::Acquire);
+            let u = self.usage.snapshot();
+            if u.max_pages == 0 {
+                return 0; // no size=: unlimited
+            }
             // Pages charged to memory files but in none (paged out, and
             // unwritten slots of a fallocate under a ceiling) are room no
             // one else may take: the kernel does not know whose room it
@@ -407,15 +414,15 @@ impl Fs {
             let heap = u.used_pages.saturating_sub(kernel);
             let reserved = reserved.min(outside);
             let free = u.max_pages.saturating_sub(heap + outside) + reserved;
-            let lent = if lend { self.lent_pages() } else { 0 };
             // Never less than what memory files hold and are about to load
             // (passthrough writes are charged past size=, so free can be
             // less than the pages being loaded).
             let pages = (free + lent).max(kernel.saturating_sub(outside) + reserved);
-            (pages.max(1), pages > 0)
-        };
-        if let Err(e) = store.set_size(pages * PAGE_SIZE) {
-            log::warn!("passthrough: cannot set the memory files' limit to {pages} pages: {e}");
+            exact = pages > 0;
+            pages.max(1) * PAGE_SIZE
+        });
+        if let Err(e) = set {
+            log::warn!("passthrough: cannot set the memory files' limit: {e}");
         }
         exact
     }

@@ -123,8 +123,36 @@ impl Fs {
             // (a passthrough writer of another file would otherwise get
             // ENOSPC short of size= until the next change of the limit);
             // after an error, the room raised for what did not load goes.
-            self.rebalance_kernel_limit();
+            self.rebalance_after_moving();
             result?;
+        }
+    }
+
+    /// A passthrough open of memory file `f` begins (true) or ends.
+    fn pin(&self, f: &MemFile, on: bool) {
+        if f.pin(on) {
+            if on {
+                self.kernel_pins.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.kernel_pins.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    /// Set the memory files' limit after the pager moved pages in or out
+    /// of them, when a passthrough writer could take room it should not
+    /// have, or be refused room it should: only while a memory file is
+    /// open with passthrough. Otherwise every writer into memory files is
+    /// memfs, which sets the limit before it writes
+    /// ([`Fs::kernel_enforces_limit`], [`Fs::write_loaded`]), and the first
+    /// passthrough open sets it before it is granted (a change of the
+    /// limit is a remount of the private tmpfs, about 5 us, once per batch
+    /// of a random reader's page-ins otherwise). SeqCst with the pin
+    /// count: a batch counted after that open's limit was computed sees
+    /// the pin.
+    fn rebalance_after_moving(&self) {
+        if self.kernel_pins.load(Ordering::SeqCst) > 0 {
+            self.rebalance_kernel_limit();
         }
     }
 
@@ -198,7 +226,7 @@ impl Fs {
         })();
         self.absorb(&mut inode.meta(), data); // what was written, on an error too
         drop(loading);
-        self.rebalance_kernel_limit(); // their room is the memory file's now
+        self.rebalance_after_moving(); // their room is the memory file's now
         result
     }
 
@@ -337,7 +365,7 @@ impl Fs {
         if moved > 0 {
             // The kernel freed their room; it stays theirs (paged-out
             // pages come back), so the limit no longer offers it.
-            self.rebalance_kernel_limit();
+            self.rebalance_after_moving();
         }
         (moved, next, false)
     }
@@ -378,7 +406,7 @@ impl Fs {
         let data = lock.write();
         match data.kernel() {
             Some(f) if data.cold_count() == 0 => {
-                f.pin(true);
+                self.pin(f, true);
                 true
             }
             _ => false,
@@ -413,7 +441,7 @@ impl Fs {
         }
         match data.kernel() {
             Some(f) if data.cold_count() == 0 => {
-                f.pin(true);
+                self.pin(f, true);
                 true
             }
             _ => false,
@@ -424,7 +452,7 @@ impl Fs {
     pub fn pin_held(&self, ino: Ino) {
         if let Ok(inode) = self.file(ino) {
             if let Some(f) = data_lock(&inode).read().kernel() {
-                f.pin(true);
+                self.pin(f, true);
             }
         }
     }
@@ -435,7 +463,7 @@ impl Fs {
         if let Ok(inode) = self.file(ino) {
             let data = data_lock(&inode).read();
             if let Some(f) = data.kernel() {
-                f.pin(false);
+                self.pin(f, false);
             }
             self.sync_kernel(&inode, &data);
         }
@@ -631,7 +659,9 @@ mod tests {
     /// the memory files' limit leaves them out (the kernel does not know
     /// whose room it is: a passthrough writer of another file took it,
     /// past size=, and the owner's page-ins then failed with EIO), and a
-    /// page-in gives their room back just before it loads them.
+    /// page-in gives their room back just before it loads them. The pager
+    /// sets the limit after its batches only while a passthrough open
+    /// could write past it.
     #[test]
     fn paged_out_pages_keep_their_room_in_the_memory_files_limit() {
         let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
@@ -641,13 +671,15 @@ mod tests {
         let fs = Fs::new(cfg);
         let limit = |fs: &Fs| fs.kernel_store.as_ref().unwrap().size_asked() / PAGE;
         let a = file(&fs, "a", 16, 1);
+        let b = file(&fs, "b", 4, 2);
+        assert!(fs.pin_kernel_file(b), "b is open with passthrough");
         assert!(fs.rebalance_kernel_limit());
-        assert_eq!(limit(&fs), 40, "16 pages of a's and 24 free");
+        assert_eq!(limit(&fs), 40, "a's 16 pages, b's 4 and 20 free");
         assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
         assert_eq!(limit(&fs), 40 - 16, "the room of a's paged-out pages is a's");
         // A write over a paged-out page loads it, into its own room.
-        // The limit grows by it at once (else another file's passthrough
-        // writer got ENOSPC short of size= until the next change).
+        // The limit grows by it at once (else b's passthrough writer got
+        // ENOSPC short of size= until the next change).
         assert_eq!(fs.write(a, 3 * PAGE, b"z", &ME), Ok(1));
         assert_eq!(fs.tiers(a).unwrap(), (1, 0, 15));
         assert_eq!(limit(&fs), 40 - 15);
@@ -655,8 +687,19 @@ mod tests {
         assert!(fs.pin_kernel_file(a));
         assert_eq!(limit(&fs), 40);
         fs.unpin_kernel_file(a);
+        fs.unpin_kernel_file(b);
         assert_eq!(fs.read(a, 3 * PAGE, 2).unwrap(), vec![b'z', 1]);
-        assert_eq!(fs.usage().used_pages, 16);
+        assert_eq!(fs.usage().used_pages, 20);
+        // With no passthrough open, a page-out leaves the limit as it was
+        // (no writer but memfs could take the room); the next change,
+        // as the first passthrough open makes, sets it.
+        assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
+        assert_eq!(limit(&fs), 40, "not set after the batch");
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 40 - 16);
+        // A write over a paged-out page still finds its room.
+        assert_eq!(fs.write(a, 5 * PAGE, b"y", &ME), Ok(1));
+        assert_eq!(fs.read(a, 5 * PAGE, 2).unwrap(), vec![b'y', 1]);
     }
 
     /// The same with the private tmpfs, whose limit the kernel enforces: a

@@ -232,7 +232,17 @@ impl KernelStore {
     /// Set the private instance's `size=` to `bytes` (0: unlimited), so the
     /// kernel stops passthrough writers there; nothing for memfd files.
     pub fn set_size(&self, bytes: u64) -> io::Result<()> {
+        self.set_size_with(|| bytes)
+    }
+
+    /// As [`KernelStore::set_size`], the size computed by `bytes` under
+    /// the lock that orders the changes: a value computed before another
+    /// thread's is never applied after it (the limit then lags until the
+    /// next change, or a remount below what the files hold is refused).
+    /// `bytes` must take no lock (it reads counters).
+    pub fn set_size_with(&self, bytes: impl FnOnce() -> u64) -> io::Result<()> {
         let mut set = self.size_set.lock();
+        let bytes = bytes();
         if *set == bytes {
             return Ok(());
         }
@@ -450,14 +460,17 @@ impl MemFile {
         }
     }
 
-    /// A passthrough open begins (true) or ends (false).
-    pub fn pin(&self, on: bool) {
-        if on {
+    /// A passthrough open begins (true) or ends (false); whether the
+    /// count of opens changed (an end with none is ignored).
+    pub fn pin(&self, on: bool) -> bool {
+        let changed = if on {
             self.pins.fetch_add(1, Ordering::Relaxed);
+            true
         } else {
-            let _ = self.pins.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| p.checked_sub(1));
-        }
+            self.pins.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| p.checked_sub(1)).is_ok()
+        };
         self.touch();
+        changed
     }
 
     /// Mark the file as made by a creating open (true), or as opened

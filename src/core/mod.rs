@@ -183,6 +183,11 @@ pub struct Fs {
     /// every change of the memory files' limit keeps their room
     /// (core/kfile.rs, core/kpager.rs).
     kernel_loading: AtomicU64,
+    /// Passthrough opens of memory files (the sum of their pins): while
+    /// there are none, no writer but memfs adds pages to memory files, so
+    /// the pager need not set their limit after each batch it moves
+    /// (core/kpager.rs).
+    kernel_pins: AtomicU64,
     /// NUMA placement of file pages (core/place.rs).
     placement: Arc<numa::Placement>,
     /// The last (or running) `memfs migrate`.
@@ -216,6 +221,7 @@ impl Fs {
             kernel_orphans: Mutex::new(HashSet::new()),
             cached_opens: Mutex::new(HashMap::new()),
             kernel_loading: AtomicU64::new(0),
+            kernel_pins: AtomicU64::new(0),
             placement: Arc::new(numa::Placement::new(cfg.numa, cfg.mpol)),
             migration: Mutex::default(),
             flags_enforceable: AtomicBool::new(false),
