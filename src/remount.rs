@@ -6,7 +6,8 @@
 //! module owns what such a call does, without a new daemon:
 //!
 //! - `size=`, `nr_inodes=`, `poll_us=`, the pager's `ram=` (or `swappct=`),
-//!   `compress=` and `readahead=`, `mpol=`, `huge=`, `passthrough_create=`
+//!   `compress=` and `readahead=`, the metadata ceiling `meta=` (or
+//!   `metapct=`), `mpol=`, `huge=`, `passthrough_create=`
 //!   and memfs's own atime rules (`noatime`: on for a noatime or read-only
 //!   mount; `strictatime`) change live, through the mount's control
 //!   directory (the same checks as writing its `opts/` files: shrinking below
@@ -18,7 +19,7 @@
 //!   open for writing (EBUSY);
 //! - `mode=`, `uid=`, `gid=` and FUSE's `user_id=`, ... are checked and
 //!   left alone, as tmpfs leaves them;
-//! - every other option is fixed at mount (`backing=`, `cache=`, `meta=`,
+//! - every other option is fixed at mount (`backing=`, `cache=`,
 //!   `threads=`, `uring=`, ...): the value the mount has (read from its
 //!   `stats/options`, compared after parsing, so `cache=all` is no
 //!   `cache=`) passes, as mount(8) passes an fstab line back on every
@@ -80,7 +81,12 @@ const FUSE_SHOWN: &[&str] = &["user_id", "group_id", "default_permissions", "all
 
 /// Limits and tunables a remount changes live: option name = control file name.
 const LIVE: &[&str] =
-    &["size", "nr_inodes", "poll_us", "ram", "compress", "readahead", "mpol", "huge", "passthrough_create"];
+    &["size", "nr_inodes", "poll_us", "ram", "meta", "compress", "readahead", "mpol", "huge", "passthrough_create"];
+
+/// Options a remount turns into a live one: `swappct=` (a share of
+/// `size=`) into `ram`, `metapct=` (a share of `ram=`, or of `size=`
+/// without it) into `meta`.
+const SHARES: &[&str] = &["swappct", "metapct"];
 
 /// The daemon's own atime rule (control file `noatime`) after a remount to
 /// `flags`: memfs, not the kernel, updates atime on the reads it serves, so
@@ -131,6 +137,9 @@ pub struct Request {
     pub ctldir: String,
     /// `swappct=`: a new ceiling as a percentage of `size=` (becomes `ram`).
     pub swappct: Option<u64>,
+    /// `metapct=`: a new metadata ceiling as a percentage of `ram=` (of
+    /// `size=` without a ceiling; becomes `meta`).
+    pub metapct: Option<u64>,
     /// Options fixed at mount that could not be checked against the
     /// mount's own (no `stats/options` to read): left as mounted.
     pub unchecked: Vec<String>,
@@ -168,10 +177,17 @@ pub fn parse(opts: &str, defaults: MountOptions, mounted: Option<&str>) -> Resul
             if name == "ram" {
                 req.swappct = None; // the later of the two wins
             }
+            if name == "meta" {
+                req.metapct = None;
+            }
         }
         if let ("swappct", Some(v)) = (name, value) {
             req.swappct = v.parse().ok(); // checked with the rest below
             req.live.retain(|(n, _)| *n != "ram");
+        }
+        if let ("metapct", Some(v)) = (name, value) {
+            req.metapct = v.parse().ok();
+            req.live.retain(|(n, _)| *n != "meta");
         }
         if name == "ctldir" {
             match value {
@@ -192,7 +208,7 @@ pub fn parse(opts: &str, defaults: MountOptions, mounted: Option<&str>) -> Resul
         None => {
             options::parse(&merged("", &rest), defaults)?;
             let fixed = |name: &str| {
-                !(IGNORED.contains(&name) || LIVE.contains(&name) || name == "swappct" || name == "ctldir")
+                !(IGNORED.contains(&name) || LIVE.contains(&name) || SHARES.contains(&name) || name == "ctldir")
                     && options::OPTIONS.iter().any(|o| o.name == name)
             };
             req.unchecked = rest.iter().map(|i| option_name(i)).filter(|n| fixed(n)).map(String::from).collect();
@@ -245,7 +261,7 @@ fn check_fixed(mounted: &str, items: &[&str], defaults: MountOptions) -> Result<
     let last = merged("", items);
     for item in last.split(',').filter(|i| !i.is_empty()) {
         let name = option_name(item);
-        if IGNORED.contains(&name) || LIVE.contains(&name) || name == "swappct" || name == "ctldir" {
+        if IGNORED.contains(&name) || LIVE.contains(&name) || SHARES.contains(&name) || name == "ctldir" {
             continue;
         }
         let after = options::parse(&merged(mounted, &[item]), defaults.clone())?;
@@ -268,7 +284,7 @@ fn same_fixed(a: &MountOptions, b: &MountOptions) -> bool {
     let norm = |o: &MountOptions| {
         let mut o = o.clone();
         // Live (LIVE, the atime rules, the VFS flags) or ignored (IGNORED).
-        (o.size, o.nr_inodes, o.poll_us, o.ram, o.swappct) = (0, 0, 0, 0, None);
+        (o.size, o.nr_inodes, o.poll_us, o.ram, o.swappct, o.meta, o.metapct) = (0, 0, 0, 0, None, 0, None);
         (o.mpol, o.huge, o.passthrough_create) = (Policy::Default, Huge::Never, false);
         (o.noatime, o.strictatime, o.flags, o.ctldir) = (false, false, vec![], None);
         (o.mode, o.uid, o.gid) = (0, 0, 0);
@@ -304,26 +320,21 @@ pub fn run(mountpoint: &Path, opts: &str, scope: Scope, defaults: MountOptions) 
     let ctl = mnt.join(&req.ctldir).join("opts");
     if let Some(pct) = req.swappct {
         // The new ceiling as a share of the new size, or of the size now.
-        let size = match req.live.iter().find(|(n, _)| *n == "size") {
-            Some((_, v)) => live_value("size", v).and_then(|v| v.parse().ok()),
-            None => std::fs::read_to_string(ctl.join("size")).ok().and_then(|v| v.trim().parse().ok()),
+        let size = after_request(&req.live, &ctl, "size");
+        let ram = share(size, pct, "swappct", "a size= limit (it is a percentage of size=)", &mnt, &req.ctldir)?;
+        req.live.retain(|(n, _)| *n != "ram");
+        req.live.push(("ram", ram.max(PAGE_SIZE as u128).to_string()));
+    }
+    if let Some(pct) = req.metapct {
+        // A share of the new ceiling, or the one now; of size= without one
+        // (options.rs's meta_ceiling at mount).
+        let base = match after_request(&req.live, &ctl, "ram") {
+            Some(0) | None => after_request(&req.live, &ctl, "size"),
+            ram => ram,
         };
-        match size {
-            Some(0) => return Err("swappct= needs a size= limit (it is a percentage of size=)".into()),
-            Some(size) => {
-                let ram = (size as u128 * pct as u128 / 100).max(PAGE_SIZE as u128);
-                req.live.retain(|(n, _)| *n != "ram");
-                req.live.push(("ram", ram.to_string()));
-            }
-            None => {
-                return Err(format!(
-                    "{} has no control directory {}/ to change swappct= through (mounted with ctldir=off, or \
-                     another ctldir=? give the same ctldir= here)",
-                    mnt.display(),
-                    req.ctldir
-                ))
-            }
-        }
+        let needs = "a ram= or size= limit (it is a percentage of ram=)";
+        let meta = share(base, pct, "metapct", needs, &mnt, &req.ctldir)?;
+        req.live.push(("meta", meta.max(64 << 10).to_string()));
     }
     let target = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| "mount point contains a NUL byte".to_string())?;
     let before = current_flags(&target, &superopts)?;
@@ -428,12 +439,36 @@ fn live_value(name: &str, value: &str) -> Option<String> {
     let n = match name {
         "size" | "ram" => options::size_in_pages(value).ok()?.saturating_mul(PAGE_SIZE),
         "nr_inodes" => options::parse_count(value).ok()?,
+        "meta" => options::parse_size_option(value).ok()?,
         "poll_us" => value.parse().ok()?,
         "readahead" => options::parse_readahead(value).ok()?.div_ceil(PAGE_SIZE) * PAGE_SIZE,
         "compress" => return Codec::parse(value).ok().map(|c| c.to_string()),
         _ => return Some(value.to_string()),
     };
     Some(n.to_string())
+}
+
+/// Live value `name` once `live` is written: the value it sets, else the
+/// control file's now (None when neither can be read).
+fn after_request(live: &[(&'static str, String)], ctl: &Path, name: &str) -> Option<u64> {
+    match live.iter().find(|(n, _)| *n == name) {
+        Some((_, v)) => live_value(name, v).and_then(|v| v.parse().ok()),
+        None => std::fs::read_to_string(ctl.join(name)).ok().and_then(|v| v.trim().parse().ok()),
+    }
+}
+
+/// `pct`% of `base` for option `option` (`swappct`, `metapct`), which
+/// `needs` a nonzero base read through the control directory.
+fn share(base: Option<u64>, pct: u64, option: &str, needs: &str, mnt: &Path, ctldir: &str) -> Result<u128, String> {
+    match base {
+        Some(0) => Err(format!("{option}= needs {needs}")),
+        Some(base) => Ok(base as u128 * pct as u128 / 100),
+        None => Err(format!(
+            "{} has no control directory {ctldir}/ to change {option}= through (mounted with ctldir=off, or \
+             another ctldir=? give the same ctldir= here)",
+            mnt.display()
+        )),
+    }
 }
 
 /// Write the control files in order; on a refusal put back those already
@@ -647,11 +682,12 @@ mod tests {
         assert_eq!(r("remount,compress=zstd").unwrap().live, vec![("compress", "zstd".to_string())]);
         let e = r("remount,cache=none").unwrap_err();
         assert!(e.contains("cache= is fixed at mount") && e.contains("with cache=metadata"), "{e}");
-        let e = r("remount,meta=1M").unwrap_err();
-        assert!(e.contains("meta= is fixed at mount") && e.contains("without meta="), "{e}");
+        // The metadata ceiling is live too.
+        assert_eq!(r("remount,meta=1M").unwrap().live, vec![("meta", "1M".to_string())]);
+        assert_eq!(r("remount,metapct=10").unwrap().metapct, Some(10));
         let e = r("remount,backing=/tmp").unwrap_err();
         assert!(e.contains("backing= is fixed") && e.contains("with backing=/var/tmp"), "{e}");
-        for changed in ["cache=all", "passthrough=off", "metapct=10", "threads=2", "uring=on", "dirindex=btree"] {
+        for changed in ["cache=all", "passthrough=off", "threads=2", "uring=on", "dirindex=btree"] {
             assert!(r(&format!("remount,{changed}")).is_err(), "{changed}");
         }
         // swappct= replaces the mount's ram= (a live change); of the two
@@ -668,8 +704,13 @@ mod tests {
         // cache=all is not no cache= (only a mount given cache= answers OPEN).
         let plain = |opts: &str| parse(opts, MountOptions::defaults(0, 0), Some("size=1G,ram=8M,metapct=5"));
         assert!(plain("remount,cache=all").unwrap_err().contains("without cache="));
-        assert!(plain("remount,meta=1M").unwrap_err().contains("with metapct=5"));
         assert!(plain("remount,metapct=5,ram=16M").is_ok());
+        // meta= and metapct= replace each other, the later winning.
+        let both = plain("remount,metapct=5,meta=1M").unwrap();
+        assert_eq!((both.metapct, both.live), (None, vec![("meta", "1M".to_string())]));
+        let both = plain("remount,meta=1M,metapct=7").unwrap();
+        assert_eq!((both.metapct, both.live), (Some(7), vec![]));
+        assert!(plain("remount,metapct=0").is_err(), "not a percentage from 1 to 100");
         // Without the mount's options to compare with: checked, and named as unchecked.
         let blind = req("remount,cache=none,size=1G,nofail,mode=700").unwrap();
         assert_eq!(blind.unchecked, vec!["cache".to_string()]);
@@ -754,6 +795,7 @@ mod tests {
         assert_eq!(live_value("noatime", "1").as_deref(), Some("1"));
         assert_eq!(live_value("size", "lots"), None);
         assert_eq!(live_value("ram", "64M").as_deref(), Some("67108864"));
+        assert_eq!(live_value("meta", "2m").as_deref(), Some("2097152"));
     }
 
     #[test]

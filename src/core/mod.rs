@@ -508,6 +508,17 @@ impl Fs {
         self.usage.max_meta()
     }
 
+    /// Change the metadata ceiling live (`meta=`, `metapct=`; 0 = none),
+    /// also on a mount that had none (memfs counts metadata either way);
+    /// refused below the metadata in use, as `size=` below the data.
+    pub fn set_max_meta_bytes(&self, bytes: u64) -> FsResult<()> {
+        if self.usage.change_max_meta(bytes) {
+            Ok(())
+        } else {
+            Err(FsError::Invalid)
+        }
+    }
+
     /// The pager's figures, if this mount has one.
     pub fn pager_stats(&self) -> Option<pager::PagerStats> {
         self.pager.as_ref().map(|p| p.stats())

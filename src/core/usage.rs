@@ -333,6 +333,12 @@ impl Usage {
         self.max_meta.store(bytes, Ordering::Relaxed);
     }
 
+    /// Change the metadata ceiling live; refused (returns false) below the
+    /// metadata in use.
+    pub fn change_max_meta(&self, bytes: u64) -> bool {
+        set_limit(&self.max_meta, bytes, &self.meta_bytes, 1)
+    }
+
     pub fn max_meta(&self) -> u64 {
         self.max_meta.load(Ordering::Relaxed)
     }

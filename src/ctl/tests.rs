@@ -150,6 +150,7 @@ fn readdir_lists_and_resumes() {
         "size",
         "nr_inodes",
         "ram",
+        "meta",
         "compress",
         "readahead",
         "no_data",

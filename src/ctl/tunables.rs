@@ -11,7 +11,7 @@ use crate::core::numa::{self, Policy};
 use crate::core::pager::codec::Codec;
 use crate::core::types::PAGE_SIZE;
 use crate::core::{Fs, FsError, FsResult};
-use crate::options::{parse_count, parse_readahead, size_in_pages, MAX_POLL_US};
+use crate::options::{parse_count, parse_readahead, parse_size_option, size_in_pages, MAX_POLL_US};
 use crate::sync::{Arc, AtomicU64, Ordering};
 
 /// Live settings of the layers above the core (the FUSE transport), read
@@ -76,6 +76,14 @@ pub const TUNABLES: &[Tunable] = &[
             }
             t.fs.set_ram_limit(bytes)
         },
+    },
+    Tunable {
+        name: "meta",
+        help: "ceiling on metadata in bytes (meta=, metapct=; inodes, names, xattrs, symlink targets, never paged); \
+               write bytes, a k/m/g/t suffix or N% of RAM; 0 = none; below the metadata in use (stats: \
+               metadata_bytes) fails with EINVAL",
+        get: |t| t.fs.max_meta_bytes().to_string(),
+        set: |t, v| t.fs.set_max_meta_bytes(parse_size_option(v).map_err(|_| FsError::Invalid)?),
     },
     Tunable {
         name: "compress",
@@ -363,6 +371,28 @@ mod tests {
         assert_eq!(set(&fs, "size", b"24k"), Ok(()));
         assert_eq!(set(&fs, "nr_inodes", b"3"), Ok(()));
         assert_eq!(get(&fs, "nr_inodes"), 3);
+    }
+
+    #[test]
+    fn meta_moves_the_metadata_ceiling_and_not_below_use() {
+        let fs = Arc::new(Fs::new(FsConfig::with_limits(100, 0)));
+        let me = Caller { uid: 0, gid: 0, pid: 1 };
+        assert_eq!(get(&fs, "meta"), 0, "no ceiling given");
+        fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &me).unwrap();
+        let used = fs.usage().meta_bytes;
+        assert!(used > 0);
+        assert_eq!(set(&fs, "meta", (used - 1).to_string().as_bytes()), Err(FsError::Invalid));
+        assert_eq!(get(&fs, "meta"), 0, "a refused value changes nothing");
+        assert_eq!(set(&fs, "meta", b"lots"), Err(FsError::Invalid));
+        set(&fs, "meta", used.to_string().as_bytes()).unwrap();
+        assert_eq!(get(&fs, "meta"), used);
+        let e = fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &me).map(|_| ());
+        assert_eq!(e, Err(FsError::NoSpace), "no room for another inode");
+        set(&fs, "meta", b"1m\n").unwrap();
+        assert_eq!(get(&fs, "meta"), 1 << 20);
+        fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &me).unwrap();
+        set(&fs, "meta", b"0").unwrap();
+        assert_eq!(get(&fs, "meta"), 0);
     }
 
     #[test]

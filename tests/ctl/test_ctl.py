@@ -86,8 +86,8 @@ def test_values_read_back_with_a_newline():
         assert usage["inodes_used"] == 1  # the root
         assert sorted(os.listdir(ctl(mnt))) == ["README", "opts", "stats"]
         assert read(ctl(mnt, "opts", "noatime")) == "0\n"
-        assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "compress", "huge", "migrate", "mpol", "no_data",
-                                                        "noatime", "nodemask", "nr_inodes", "passthrough_create",
+        assert sorted(os.listdir(ctl(mnt, "opts"))) == ["README", "compress", "huge", "meta", "migrate", "mpol",
+                                                        "no_data", "noatime", "nodemask", "nr_inodes", "passthrough_create",
                                                         "poll_us", "ram", "readahead", "size", "strictatime"]
         assert sorted(os.listdir(ctl(mnt, "stats"))) == ["README", "io", "latency", "migrate", "ops", "options",
                                                           "pager", "pagestat", "passthrough", "prometheus", "transport",

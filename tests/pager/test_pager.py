@@ -533,7 +533,7 @@ def test_a_remount_refuses_to_change_what_is_fixed_at_mount():
                 r = remount(mnt, same)
                 assert r.returncode == 0, (same, r.stderr)
             for changed, name in [(f"backing={back}/other", "backing"), ("cache=all", "cache"),
-                                  ("passthrough=off", "passthrough"), ("metapct=5", "metapct"),
+                                  ("passthrough=off", "passthrough"),
                                   ("uring=off", "uring"), ("size=32M,cache=none", "cache"),
                                   ("compress=lz4,threads=2", "threads")]:
                 r = remount(mnt, changed)
@@ -626,6 +626,64 @@ def test_metadata_ceiling_gives_enospc_and_comes_back():
         for i in range(0, 100):
             os.unlink(os.path.join(mnt, f"file-{i:06d}"))
         assert settle(lambda: _creates(mnt), lambda ok: ok) is True
+
+
+def test_metadata_ceiling_changes_live():
+    """meta= and metapct= change live (remount, opts/meta), as size= does:
+    raising the ceiling lets creates go on at once, lowering it below the
+    metadata in use is refused with a message and changes nothing,
+    metapct= is a share of ram= after the remount, and a memfs mounted
+    without one can be given one. Before, a remount refused both as fixed
+    at mount."""
+    def remount(mnt, opts):
+        return subprocess.run([MEMFS_BIN, "-o", f"remount,{opts}", mnt], capture_output=True, text=True)
+
+    def limit(mnt):
+        with open(os.path.join(mnt, ".memfs", "opts", "meta")) as f:
+            return int(f.read())
+
+    with memfs("size=64M,ram=8M,meta=128k") as mnt:
+        made = 0
+        with pytest.raises(OSError) as e:
+            while True:
+                open(os.path.join(mnt, f"f{made}"), "wb").close()
+                made += 1
+        assert e.value.errno == ENOSPC_ERRNO
+        r = remount(mnt, "meta=1M")
+        assert r.returncode == 0, r.stderr
+        assert limit(mnt) == MIB
+        for i in range(made, made + 50):
+            open(os.path.join(mnt, f"f{i}"), "wb").close()
+        used = usage_of(mnt)["metadata_bytes"]
+        r = remount(mnt, "meta=64k")
+        assert r.returncode != 0 and "meta" in r.stderr and "in use" in r.stderr, r.stderr
+        assert limit(mnt) == MIB, "a refused remount changes nothing"
+        with pytest.raises(OSError) as e:
+            with open(os.path.join(mnt, ".memfs", "opts", "meta"), "w") as f:
+                f.write(str(used // 2))
+        assert e.value.errno == errno.EINVAL
+        # A share of the ceiling after the remount: 25% of 16M.
+        r = remount(mnt, "ram=16M,metapct=25")
+        assert r.returncode == 0, r.stderr
+        assert limit(mnt) == 4 * MIB
+        assert usage_of(mnt)["metadata_bytes_limit"] == 4 * MIB
+    with memfs("size=64M") as mnt:
+        assert limit(mnt) == 0
+        r = remount(mnt, "metapct=1")  # of size= without ram=
+        assert r.returncode == 0, r.stderr
+        assert limit(mnt) == max(64 * MIB // 100, 64 * KIB)
+        r = remount(mnt, "meta=0")
+        assert r.returncode == 0, r.stderr
+        assert limit(mnt) == 0
+
+
+def usage_of(mnt):
+    usage = {}
+    with open(os.path.join(mnt, ".memfs", "stats", "usage")) as f:
+        for line in f:
+            k, v = line.split(": ")
+            usage[k] = int(v)
+    return usage
 
 
 def _creates(mnt):
