@@ -430,9 +430,11 @@ impl Filesystem for MemFs {
         reply_entry(reply, result);
     }
 
-    /// O_TMPFILE (FUSE_TMPFILE, a vendored-fuser addition). The file handle
-    /// is unused, as everywhere in memfs; the page cache is kept as for
-    /// every other open.
+    /// O_TMPFILE (FUSE_TMPFILE, a vendored-fuser addition). The kernel
+    /// opens the new file with this reply, by its page-cache policy
+    /// (`cache=`, the `user.memfs.cache` it inherits): `metadata` and
+    /// `none` as direct I/O, as an OPEN is answered ([`answer_open`]);
+    /// otherwise a cached open, the page cache kept.
     fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
         if let Some(ctl) = self.ctl(parent) {
             return reply.error(errno(ctl.refuse()));
@@ -444,6 +446,10 @@ impl Filesystem for MemFs {
         let (pt, core) = (self.passthrough.clone(), self.fs.clone());
         let send = move |reply: ReplyCreate, result: FsResult<crate::core::Attr>| {
             if let Ok(attr) = &result {
+                if let Ok(Some(CachePolicy::Metadata | CachePolicy::None)) = core.cache_policy(attr.ino) {
+                    let flags = FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH;
+                    return reply.created(ttl(attr.ino), &file_attr(attr), GENERATION, FileHandle(0), flags);
+                }
                 pt.opened_cached(&core, attr.ino);
             }
             let fh = if pt.enabled() { FH_CACHED } else { FileHandle(0) };

@@ -108,3 +108,34 @@ def test_without_a_cache_option_the_attribute_is_kept_but_opens_stay_unanswered(
         with open(path, "rb") as f:
             f.read()
         assert reads_reaching_memfs(mnt, path, MIB) < MIB
+
+
+def tmpfile_reads_reaching_memfs(mnt, directory, size):
+    """Bytes memfs served while an O_TMPFILE file made in `directory`,
+    written with `size` bytes through its own descriptor, was read twice."""
+    fd = os.open(directory, os.O_TMPFILE | os.O_RDWR, 0o600)
+    try:
+        data = os.urandom(size)
+        assert os.write(fd, data) == size
+        before = io_stats(mnt)["read_bytes"]
+        for _ in range(2):
+            assert os.pread(fd, size, 0) == data
+        return io_stats(mnt)["read_bytes"] - before
+    finally:
+        os.close(fd)
+
+
+def test_an_o_tmpfile_file_follows_its_directorys_policy():
+    """An O_TMPFILE file is opened by the TMPFILE reply itself (no OPEN):
+    under a directory whose user.memfs.cache is metadata it is opened with
+    direct I/O, so its reads reach memfs; elsewhere on a cache=all mount
+    the kernel's page cache serves them. Before, every O_TMPFILE open was
+    cached whatever the policy."""
+    with memfs("size=64M,cache=all") as mnt:
+        tree = os.path.join(mnt, "build")
+        os.mkdir(tree)
+        os.setxattr(tree, "user.memfs.cache", b"metadata")
+        assert tmpfile_reads_reaching_memfs(mnt, tree, 2 * MIB) >= 4 * MIB
+        assert tmpfile_reads_reaching_memfs(mnt, mnt, 2 * MIB) < MIB
+    with memfs("size=64M,cache=none") as mnt:
+        assert tmpfile_reads_reaching_memfs(mnt, mnt, 2 * MIB) >= 4 * MIB
