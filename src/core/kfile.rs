@@ -280,7 +280,7 @@ impl Fs {
     /// wherever the bytes are, since a file open while in the heap can move
     /// into a memory file and be deleted while still open (`lent_pages`).
     pub fn cached_open(&self, ino: Ino) -> bool {
-        *self.cached_opens.lock().entry(ino).or_insert(0) += 1;
+        *self.daemon_opens.lock().entry(ino).or_insert(0) += 1;
         let Ok(inode) = self.file(ino) else { return false };
         let data = data_lock(&inode).read();
         match data.kernel() {
@@ -292,9 +292,18 @@ impl Fs {
         }
     }
 
-    /// A cached open of `ino` ended (the pair of [`Fs::cached_open`]).
+    /// A direct-I/O open of regular file `ino` is being made (`cache=`
+    /// `metadata` or `none`): counted as [`Fs::cached_open`] counts, so
+    /// that a deleted memory file still open this way is not taken for
+    /// one nothing holds (`lent_pages`).
+    pub fn direct_open(&self, ino: Ino) {
+        *self.daemon_opens.lock().entry(ino).or_insert(0) += 1;
+    }
+
+    /// A cached or direct-I/O open of `ino` ended (the pair of
+    /// [`Fs::cached_open`] and [`Fs::direct_open`]).
     pub fn cached_close(&self, ino: Ino) {
-        let mut opens = self.cached_opens.lock();
+        let mut opens = self.daemon_opens.lock();
         if let Some(n) = opens.get_mut(&ino) {
             *n -= 1;
             if *n == 0 {
@@ -387,8 +396,9 @@ impl Fs {
     /// `reserved`, so no other thread's rebalance takes their room.
     pub(super) fn set_kernel_limit(&self, moving: u64, reserved: u64, lend: bool) -> bool {
         let Some(store) = &self.kernel_store else { return true };
-        // Taken before the store's lock: it takes other inodes' locks.
-        let lent = if lend { self.lent_pages() } else { 0 };
+        // Taken before the store's lock: it takes other inodes' locks
+        // (and only under size=: nothing to lend without a limit).
+        let lent = if lend && self.usage.snapshot().max_pages != 0 { self.lent_pages() } else { 0 };
         let mut exact = true;
         // Computed and set under the store's lock, from counters only: a
         // limit computed before a page-in's guard was counted is never set
@@ -443,7 +453,7 @@ impl Fs {
             let Ok(inode) = self.get(ino) else { continue };
             let Some(lock) = inode.file() else { continue };
             let Some(data) = lock.try_read() else { continue };
-            if data.kernel().is_some_and(|f| !f.pinned()) && !self.cached_opens.lock().contains_key(&ino) {
+            if data.kernel().is_some_and(|f| !f.pinned()) && !self.daemon_opens.lock().contains_key(&ino) {
                 let m = inode.meta();
                 if m.nlink == 0 {
                     pages += m.pages;
@@ -1071,6 +1081,13 @@ mod tests {
         assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 16 - 2, "an open deleted file keeps its pages");
         fs.unpin_kernel_file(a);
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 16 - 2 + 8);
+        // A direct-I/O open (cache=metadata) holds it too.
+        fs.direct_open(a);
+        assert!(fs.rebalance_kernel_limit());
+        assert_eq!(limit(&fs), 16 - 2, "open through the daemon: not lent");
+        fs.cached_close(a);
         assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 16 - 2 + 8);
         fs.forget(a, 1);

@@ -128,17 +128,6 @@ impl Fs {
         }
     }
 
-    /// A passthrough open of memory file `f` begins (true) or ends.
-    fn pin(&self, f: &MemFile, on: bool) {
-        if f.pin(on) {
-            if on {
-                self.kernel_pins.fetch_add(1, Ordering::SeqCst);
-            } else {
-                self.kernel_pins.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-    }
-
     /// Set the memory files' limit after the pager moved pages in or out
     /// of them, when a passthrough writer could take room it should not
     /// have, or be refused room it should: only while a memory file is
@@ -147,11 +136,11 @@ impl Fs {
     /// ([`Fs::kernel_enforces_limit`], [`Fs::write_loaded`]), and the first
     /// passthrough open sets it before it is granted (a change of the
     /// limit is a remount of the private tmpfs, about 5 us, once per batch
-    /// of a random reader's page-ins otherwise). SeqCst with the pin
-    /// count: a batch counted after that open's limit was computed sees
-    /// the pin.
+    /// of a random reader's page-ins otherwise). The store counts the
+    /// opens (`KernelStore::pinned_opens`, SeqCst with the pin: a batch
+    /// counted after that open's limit was computed sees the pin).
     fn rebalance_after_moving(&self) {
-        if self.kernel_pins.load(Ordering::SeqCst) > 0 {
+        if self.kernel_store.as_ref().is_some_and(|s| s.pinned_opens() > 0) {
             self.rebalance_kernel_limit();
         }
     }
@@ -406,7 +395,7 @@ impl Fs {
         let data = lock.write();
         match data.kernel() {
             Some(f) if data.cold_count() == 0 => {
-                self.pin(f, true);
+                f.pin(true);
                 true
             }
             _ => false,
@@ -441,7 +430,7 @@ impl Fs {
         }
         match data.kernel() {
             Some(f) if data.cold_count() == 0 => {
-                self.pin(f, true);
+                f.pin(true);
                 true
             }
             _ => false,
@@ -452,7 +441,7 @@ impl Fs {
     pub fn pin_held(&self, ino: Ino) {
         if let Ok(inode) = self.file(ino) {
             if let Some(f) = data_lock(&inode).read().kernel() {
-                self.pin(f, true);
+                f.pin(true);
             }
         }
     }
@@ -463,7 +452,7 @@ impl Fs {
         if let Ok(inode) = self.file(ino) {
             let data = data_lock(&inode).read();
             if let Some(f) = data.kernel() {
-                self.pin(f, false);
+                f.pin(false);
             }
             self.sync_kernel(&inode, &data);
         }

@@ -57,6 +57,28 @@ pub struct KernelStore {
     /// few bytes too, takes a 2 MiB page (`passthrough_create=` must not
     /// make small files there).
     huge_always: Arc<AtomicBool>,
+    /// Passthrough opens of all its memory files ([`Pins`]).
+    pins: Arc<AtomicU64>,
+}
+
+/// A memory file's passthrough opens, counted in its store's total too:
+/// while that is 0 no writer but memfs adds pages to memory files, so the
+/// pager need not set their limit after each batch it moves
+/// (core/kpager.rs). A file dropped while pinned (deleted, and its FORGET
+/// handled before the last RELEASE) takes its pins off the total.
+#[derive(Debug)]
+struct Pins {
+    own: AtomicU32,
+    store: Arc<AtomicU64>,
+}
+
+impl Drop for Pins {
+    fn drop(&mut self) {
+        let left = self.own.load(Ordering::SeqCst);
+        if left > 0 {
+            self.store.fetch_sub(u64::from(left), Ordering::SeqCst);
+        }
+    }
 }
 
 /// Kernel files kept empty for reuse ([`KernelStore::recycle`]).
@@ -81,7 +103,7 @@ pub struct MemFile {
     seen: Mutex<Option<KernelStat>>,
     /// Passthrough opens: while any exists the kernel may touch any page,
     /// so none may be paged out (core/reclaim.rs).
-    pins: AtomicU32,
+    pins: Pins,
     /// When memfs last used the file (a tick of [`tick`]): the pager pages
     /// out the memory file used longest ago first.
     last_use: AtomicU64,
@@ -194,6 +216,7 @@ impl KernelStore {
             size_set: Arc::new(Mutex::new(size_bytes)),
             context: Arc::default(),
             pool: Arc::default(),
+            pins: Arc::default(),
         }
     }
 
@@ -220,6 +243,7 @@ impl KernelStore {
             context: Arc::default(),
             pool: Arc::default(),
             huge_always: Arc::default(),
+            pins: Arc::default(),
         }
     }
 
@@ -341,6 +365,11 @@ impl KernelStore {
         Ok(())
     }
 
+    /// Passthrough opens of the store's memory files now.
+    pub fn pinned_opens(&self) -> u64 {
+        self.pins.load(Ordering::SeqCst)
+    }
+
     /// "tmpfs" (a private detached instance) or "memfd".
     pub fn kind(&self) -> &'static str {
         if self.mount.is_some() {
@@ -369,7 +398,7 @@ impl KernelStore {
         let f = MemFile {
             fd,
             seen: Mutex::new(None),
-            pins: AtomicU32::new(0),
+            pins: Pins { own: AtomicU32::new(0), store: self.pins.clone() },
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
@@ -460,17 +489,17 @@ impl MemFile {
         }
     }
 
-    /// A passthrough open begins (true) or ends (false); whether the
-    /// count of opens changed (an end with none is ignored).
-    pub fn pin(&self, on: bool) -> bool {
-        let changed = if on {
-            self.pins.fetch_add(1, Ordering::Relaxed);
-            true
-        } else {
-            self.pins.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| p.checked_sub(1)).is_ok()
-        };
+    /// A passthrough open begins (true) or ends (false; an end with none
+    /// is ignored). SeqCst: a pager batch that finds the store's total 0
+    /// ran before the open's limit was computed (core/kpager.rs).
+    pub fn pin(&self, on: bool) {
+        if on {
+            self.pins.own.fetch_add(1, Ordering::SeqCst);
+            self.pins.store.fetch_add(1, Ordering::SeqCst);
+        } else if self.pins.own.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| p.checked_sub(1)).is_ok() {
+            self.pins.store.fetch_sub(1, Ordering::SeqCst);
+        }
         self.touch();
-        changed
     }
 
     /// Mark the file as made by a creating open (true), or as opened
@@ -486,7 +515,7 @@ impl MemFile {
 
     /// Whether a passthrough open holds the file (its pages stay in RAM).
     pub fn pinned(&self) -> bool {
-        self.pins.load(Ordering::Relaxed) > 0
+        self.pins.own.load(Ordering::Relaxed) > 0
     }
 
     /// `fstat`.
@@ -792,6 +821,29 @@ impl MemFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The store counts its files' passthrough opens; a file dropped or
+    /// recycled while pinned (deleted, its FORGET before the last RELEASE)
+    /// takes its pins with it, so the count cannot stay above 0 for good.
+    #[test]
+    fn the_store_counts_pins_and_a_dropped_file_takes_its_own() {
+        let store = KernelStore::memfd();
+        let (a, b) = (store.create().unwrap(), store.create().unwrap());
+        a.pin(true);
+        a.pin(true);
+        b.pin(true);
+        assert_eq!(store.pinned_opens(), 3);
+        a.pin(false);
+        b.pin(false);
+        b.pin(false); // an end with none: ignored
+        assert_eq!(store.pinned_opens(), 1);
+        assert!(a.pinned() && !b.pinned());
+        drop(a);
+        assert_eq!(store.pinned_opens(), 0);
+        b.pin(true);
+        store.recycle(b);
+        assert_eq!(store.pinned_opens(), 0);
+    }
 
     #[test]
     fn data_page_runs_say_which_pages_hold_data() {

@@ -176,18 +176,14 @@ pub struct Fs {
     /// Of those, files deleted (no name left) that the kernel has not
     /// forgotten yet: their pages go when it does (core/kfile.rs).
     kernel_orphans: Mutex<HashSet<Ino>>,
-    /// Cached opens of regular files by inode (core/kfile.rs,
-    /// `Fs::cached_open`): whether a deleted memory file is still open.
-    cached_opens: Mutex<HashMap<Ino, u32>>,
+    /// Opens of regular files served through the daemon, by inode: cached
+    /// ones and direct I/O (core/kfile.rs, `Fs::cached_open`,
+    /// `Fs::direct_open`): whether a deleted memory file is still open.
+    daemon_opens: Mutex<HashMap<Ino, u32>>,
     /// Paged-out pages of memory files being loaded back into them now:
     /// every change of the memory files' limit keeps their room
     /// (core/kfile.rs, core/kpager.rs).
     kernel_loading: AtomicU64,
-    /// Passthrough opens of memory files (the sum of their pins): while
-    /// there are none, no writer but memfs adds pages to memory files, so
-    /// the pager need not set their limit after each batch it moves
-    /// (core/kpager.rs).
-    kernel_pins: AtomicU64,
     /// NUMA placement of file pages (core/place.rs).
     placement: Arc<numa::Placement>,
     /// The last (or running) `memfs migrate`.
@@ -219,9 +215,8 @@ impl Fs {
             kernel_new_files: AtomicBool::new(false),
             kernel_inos: Mutex::new(HashSet::new()),
             kernel_orphans: Mutex::new(HashSet::new()),
-            cached_opens: Mutex::new(HashMap::new()),
+            daemon_opens: Mutex::new(HashMap::new()),
             kernel_loading: AtomicU64::new(0),
-            kernel_pins: AtomicU64::new(0),
             placement: Arc::new(numa::Placement::new(cfg.numa, cfg.mpol)),
             migration: Mutex::default(),
             flags_enforceable: AtomicBool::new(false),

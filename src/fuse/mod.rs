@@ -238,7 +238,9 @@ fn answer_open(fs: &Fs, passthrough: &Passthrough, ino: INodeNo, flags: i32, new
     match fs.cache_policy(ino.0) {
         Ok(None | Some(CachePolicy::All)) if passthrough.enabled() => passthrough.open(fs, ino, flags, new, reply),
         Ok(None | Some(CachePolicy::All)) => reply.opened(FileHandle(0), cached_open_flags(fs, ino.0, flags, true)),
-        Ok(Some(_)) => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
+        Ok(Some(_)) => {
+            reply.opened(passthrough.opened_direct(fs, ino.0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH)
+        }
         Err(e) => reply.error(errno(e)),
     }
 }
@@ -435,7 +437,7 @@ impl Filesystem for MemFs {
     /// (`cache=`, the `user.memfs.cache` it inherits): `metadata` and
     /// `none` as direct I/O, as an OPEN is answered ([`answer_open`]);
     /// otherwise a cached open, the page cache kept.
-    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, _flags: i32, reply: ReplyCreate) {
+    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         if let Some(ctl) = self.ctl(parent) {
             return reply.error(errno(ctl.refuse()));
         }
@@ -445,15 +447,20 @@ impl Filesystem for MemFs {
         // The kernel opens the new file with this reply: a cached open.
         let (pt, core) = (self.passthrough.clone(), self.fs.clone());
         let send = move |reply: ReplyCreate, result: FsResult<crate::core::Attr>| {
-            if let Ok(attr) = &result {
-                if let Ok(Some(CachePolicy::Metadata | CachePolicy::None)) = core.cache_policy(attr.ino) {
-                    let flags = FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH;
-                    return reply.created(ttl(attr.ino), &file_attr(attr), GENERATION, FileHandle(0), flags);
+            let Ok(attr) = result else { return reply_created(reply, result, FileHandle(0)) };
+            let (fh, open) = match core.cache_policy(attr.ino) {
+                Ok(Some(CachePolicy::Metadata | CachePolicy::None)) => {
+                    (pt.opened_direct(&core, attr.ino), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH)
                 }
-                pt.opened_cached(&core, attr.ino);
-            }
-            let fh = if pt.enabled() { FH_CACHED } else { FileHandle(0) };
-            reply_created(reply, result, fh)
+                _ => {
+                    pt.opened_cached(&core, attr.ino);
+                    let fh = if pt.enabled() { FH_CACHED } else { FileHandle(0) };
+                    // As an OPEN: strictatime reads are direct I/O (the
+                    // daemon sets atime on each).
+                    (fh, cached_open_flags(&core, attr.ino, flags, true))
+                }
+            };
+            reply.created(ttl(attr.ino), &file_attr(&attr), GENERATION, fh, open)
         };
         if self.should_park(&result, t0) {
             let fs = self.fs.clone();

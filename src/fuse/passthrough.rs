@@ -44,6 +44,9 @@ pub const FH_PASSTHROUGH: FileHandle = FileHandle(2);
 /// A passthrough open for reading and writing: one that can write through
 /// a shared mapping (`attrs_volatile`).
 pub const FH_PASSTHROUGH_RW: FileHandle = FileHandle(3);
+/// A direct-I/O open (`cache=metadata|none`) on a mount with passthrough:
+/// counted by the core until its RELEASE ([`Passthrough::opened_direct`]).
+pub const FH_DIRECT: FileHandle = FileHandle(4);
 
 /// Inodes with passthrough opens for reading and writing, by count. Through
 /// such an open a process can write into the memory file by a shared
@@ -293,6 +296,19 @@ impl Passthrough {
         reply.opened(FH_CACHED, cached_open_flags(fs, ino.0, flags, keep));
     }
 
+    /// A direct-I/O open of regular file `ino` (its policy is `metadata`
+    /// or `none`) is answered: the handle its RELEASE will carry. On a
+    /// mount with passthrough the core counts it until then, since a
+    /// deleted memory file held open this way must keep its pages' room
+    /// (`Fs::lent_pages`); without passthrough there are no memory files.
+    pub fn opened_direct(&self, fs: &Fs, ino: u64) -> FileHandle {
+        if !self.enabled() {
+            return FileHandle(0);
+        }
+        fs.direct_open(ino);
+        FH_DIRECT
+    }
+
     /// A cached open the kernel made without an OPEN request (O_TMPFILE).
     pub fn opened_cached(&self, fs: &Fs, ino: u64) {
         if self.enabled() {
@@ -315,6 +331,10 @@ impl Passthrough {
     }
 
     pub fn release(&self, fs: &Fs, ino: INodeNo, fh: FileHandle) -> bool {
+        if fh == FH_DIRECT {
+            fs.cached_close(ino.0);
+            return false;
+        }
         let mut opens = self.opens.lock();
         let Some(e) = opens.get_mut(&ino.0) else { return false };
         match fh {

@@ -642,13 +642,18 @@ def test_metadata_ceiling_changes_live():
         with open(os.path.join(mnt, ".memfs", "opts", "meta")) as f:
             return int(f.read())
 
-    with memfs("size=64M,ram=8M,meta=128k") as mnt:
+    def fill(mnt, prefix):
+        """Create empty files until the ceiling says ENOSPC: how many."""
         made = 0
         with pytest.raises(OSError) as e:
-            while True:
-                open(os.path.join(mnt, f"f{made}"), "wb").close()
+            while made < 100_000:
+                open(os.path.join(mnt, f"{prefix}{made}"), "wb").close()
                 made += 1
         assert e.value.errno == ENOSPC_ERRNO
+        return made
+
+    with memfs("size=64M,ram=8M,meta=128k") as mnt:
+        made = fill(mnt, "f")
         r = remount(mnt, "meta=1M")
         assert r.returncode == 0, r.stderr
         assert limit(mnt) == MIB
@@ -666,12 +671,15 @@ def test_metadata_ceiling_changes_live():
         r = remount(mnt, "ram=16M,metapct=25")
         assert r.returncode == 0, r.stderr
         assert limit(mnt) == 4 * MIB
-        assert usage_of(mnt)["metadata_bytes_limit"] == 4 * MIB
+        fill(mnt, "g")  # the new ceiling holds
+        assert 3 * MIB < usage_of(mnt)["metadata_bytes"] <= 4 * MIB
     with memfs("size=64M") as mnt:
         assert limit(mnt) == 0
         r = remount(mnt, "metapct=1")  # of size= without ram=
         assert r.returncode == 0, r.stderr
         assert limit(mnt) == max(64 * MIB // 100, 64 * KIB)
+        fill(mnt, "f")  # a mount given none now has one
+        assert usage_of(mnt)["metadata_bytes"] <= limit(mnt)
         r = remount(mnt, "meta=0")
         assert r.returncode == 0, r.stderr
         assert limit(mnt) == 0
