@@ -464,6 +464,42 @@ def test_statistics_say_what_passthrough_holds():
         assert (s["passthrough"], s["memory_files"]) == (0, 0)
 
 
+def test_an_empty_file_reopened_for_writing_passes_through():
+    """fio and many tools create a file, close it and open it again to
+    write it: the empty file (back in the heap after that close) starts in
+    a memory file at the writing open too, so its writes never reach the
+    daemon. Before, each 1 MiB write of fio's 2 GiB sequential write was a
+    WRITE request (387-509 MiB/s, tmpfs about 1,000). A non-empty file and
+    a read-only open are left as they were."""
+    with memfs("size=64M,passthrough=on,passthrough_min=1m") as mnt:
+        path = os.path.join(mnt, "f")
+        open(path, "wb").close()
+        settle(lambda: pt_stats(mnt), lambda s: s["memory_files"] == 0)
+        before = io_bytes(mnt)
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for _ in range(4):
+                assert os.write(fd, b"w" * MIB) == MIB
+        finally:
+            os.close(fd)
+        assert io_bytes(mnt) == before, "the reopened empty file's writes reached the daemon"
+        assert read_file(path) == b"w" * (4 * MIB)
+        # An empty file opened read-only is not moved.
+        other = os.path.join(mnt, "g")
+        open(other, "wb").close()
+        settle(lambda: pt_stats(mnt), lambda s: s["memory_files"] == 1)
+        with open(other, "rb") as f:
+            assert f.read() == b""
+            assert pt_stats(mnt)["memory_files"] == 1
+    with memfs("size=64M,passthrough=on,passthrough_min=1m,passthrough_create=off") as mnt:
+        path = os.path.join(mnt, "f")
+        open(path, "wb").close()
+        before = io_bytes(mnt)[1]
+        with open(path, "r+b") as f:
+            f.write(b"x" * 5000)
+        assert io_bytes(mnt)[1] - before == 5000, "without passthrough_create the bytes go through the daemon"
+
+
 def test_a_new_file_passes_through_from_its_creating_open():
     """passthrough_create=on (the default): the creating open of a file is
     a passthrough open of a memory file made for it, so even its first
