@@ -634,6 +634,9 @@ impl Fs {
         let p = self.pager.as_deref().filter(|p| p.limit() > 0)?;
         let f = data.kernel()?;
         let (first, end) = (pos / PAGE_SIZE, (pos + len as u64).div_ceil(PAGE_SIZE));
+        if p.admits((end - first) * PAGE_SIZE) {
+            return None; // fits even if every page is new: no need to look
+        }
         let new = (end - first) - f.data_pages(first, end);
         if p.admits(new * PAGE_SIZE) {
             return None;

@@ -301,18 +301,7 @@ impl Fs {
             let Some(data) = lock.try_read() else { return (0, Some(from), true) };
             let Some(f) = data.kernel() else { return (0, None, false) };
             let size = inode.meta().size;
-            let mut idxs = vec![];
-            let mut at = from * PAGE;
-            while idxs.len() < max && at < size {
-                let Ok(Some(start)) = f.seek(at, true) else { break };
-                let end = f.seek(start, false).ok().flatten().unwrap_or(size).min(size);
-                let mut idx = start / PAGE;
-                while idx * PAGE < end && idxs.len() < max {
-                    idxs.push(idx);
-                    idx += 1;
-                }
-                at = idx * PAGE;
-            }
+            let idxs = f.data_page_idxs(from, size.div_ceil(PAGE), max);
             let copies: Vec<Vec<u8>> = idxs.iter().filter_map(|&i| f.read(i * PAGE, PAGE as usize).ok()).collect();
             if copies.len() != idxs.len() {
                 return (0, None, false);
