@@ -693,14 +693,27 @@ impl Filesystem for MemFs {
             true => Caller { uid: 0, gid: 0, ..c },
             false => c,
         };
+        // The kernel's writeback of pages written through a shared mapping
+        // (or cached writes) ignores the count in the reply: a short write
+        // there would lose the rest without a word. So such a write that
+        // does not fit whole fails with ENOSPC, which msync, fsync and
+        // later writes then report (tmpfs raises SIGBUS at the page fault,
+        // which FUSE cannot: it sends no request for one). The bytes that
+        // fitted stay written; they are the caller's.
+        let whole = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        let len = data.len();
+        let fitted = move |result: FsResult<usize>| match result {
+            Ok(n) if whole && n < len => Err(FsError::NoSpace),
+            r => r,
+        };
         let result = match ctl {
             Some(ctl) => ctl.write(ino.0, offset, data, &c),
-            None => self.fs.write(ino.0, offset, data, &writer),
+            None => fitted(self.fs.write(ino.0, offset, data, &writer)),
         };
         if ctl.is_none() && self.should_park(&result, t0) {
             let (fs, stats, data) = (self.fs.clone(), self.stats.clone(), data.to_vec());
             let op = move || {
-                let result = fs.write(ino.0, offset, &data, &writer);
+                let result = fitted(fs.write(ino.0, offset, &data, &writer));
                 if let Ok(n) = result {
                     stats.add_write_bytes(n as u64);
                 }

@@ -17,6 +17,8 @@ import subprocess
 
 import pytest
 
+import mapped_writer
+
 from .helpers import (FALLOC_FL_KEEP_SIZE, assert_errno, settle, errno_of, fallocate, read_file,
                       write_file)
 
@@ -264,3 +266,27 @@ def test_fallocate_beyond_free_space(make_mount):
         assert os.fstat(fd).st_size == 1 << 40
     finally:
         os.close(fd)
+
+
+
+@pytest.mark.parametrize("free_kib,pages", [(400, 200), (16 * 1024, 17 * 256)])
+def test_mapped_writes_past_the_limit_are_never_lost_silently(make_mount, free_kib, pages):
+    """Pages stored through a shared mapping into a file system without room
+    for them: the writer is told (SIGBUS, or an error from msync or fsync),
+    or every page reads back. Found 2026-11-27: memfs answered the kernel's
+    writeback of such pages with a short count, which the kernel ignores,
+    so the pages past the limit read back as zeros with no error anywhere."""
+    root = make_mount("size=64M")
+    free = os.statvfs(root).f_bfree * PAGE - free_kib * 1024
+    assert fill(os.path.join(root, "filler"), free, chunk=MIB) == (free, 0)
+    path = os.path.join(root, "mapped")
+    told = mapped_writer.run(path, pages)
+    assert told in ("ok", "sigbus", errno.ENOSPC), told
+    if told == "ok":
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        lost = mapped_writer.lost_pages(path, pages)
+        assert not lost, f"{len(lost)} of {pages} pages lost with no error, first {lost[0]}"

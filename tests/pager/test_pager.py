@@ -21,12 +21,14 @@ import contextlib
 import errno
 import hashlib
 import os
+import random
 import shutil
 import subprocess
 import tempfile
 
 import pytest
 
+import mapped_writer
 from mounts import MEMFS_BIN, umount
 
 from .helpers import (ENOSPC_ERRNO, KIB, MIB, PAGE, drop_caches, holders_of, loop_device, memfs,
@@ -839,3 +841,43 @@ def test_hot_set_survives_one_scan(scan_written, passthrough):
         assert hits + misses >= hot_pages, f"the hot read did not reach the pager: {hits} + {misses}"
         assert misses < hot_pages // 4, \
             f"a 32 MiB scan pushed the hot set out: {misses} of {hot_pages} hot pages missed; {stats_line(s)}"
+
+
+
+@pytest.mark.parametrize("backing", [False, True])
+def test_mapped_writes_past_size_under_ram_are_never_lost_silently(backing):
+    """With ram= set, pages stored through a shared mapping into a file system
+    whose size= leaves no room for all of them: msync or fsync reports ENOSPC,
+    or every page reads back. Found 2026-11-27: the kernel's writeback of
+    such pages ignored the short count memfs answered, and the pages past
+    size= read back as zeros with no error anywhere."""
+    pages, free = 200, 400 * KIB
+    with contextlib.ExitStack() as stack:
+        # size= below ram= without a store; far above it with one
+        opts = f"size=32M,ram=4M,backing={stack.enter_context(scratch_dir())}" if backing \
+            else "size=8M,ram=16M"
+        mnt = stack.enter_context(memfs(opts))
+        room = os.statvfs(mnt).f_bfree * PAGE - free
+        fd = os.open(os.path.join(mnt, "filler"), os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            assert write_all(fd, mixed_bytes(random.Random(7), room)) == (room, 0)
+        finally:
+            os.close(fd)
+        _assert_mapped_pages_kept_or_refused(os.path.join(mnt, "mapped"), pages)
+
+
+def test_mapped_writes_past_the_ceiling_are_never_lost_silently():
+    """Under ram= with no backing store, incompressible pages stored through a
+    shared mapping that cannot all stay in RAM: msync or fsync reports
+    ENOSPC, or every page reads back."""
+    with memfs("size=256M,ram=2M,compress=lz4") as mnt:
+        _assert_mapped_pages_kept_or_refused(os.path.join(mnt, "mapped"), 1024)
+
+
+def _assert_mapped_pages_kept_or_refused(path, pages):
+    told = mapped_writer.run(path, pages, incompressible=True)
+    assert told in ("ok", errno.ENOSPC), told
+    if told == "ok":
+        drop_caches()
+        lost = mapped_writer.lost_pages(path, pages, incompressible=True)
+        assert not lost, f"{len(lost)} of {pages} pages lost with no error, first {lost[0]}"
