@@ -273,6 +273,30 @@ impl Fs {
         }
     }
 
+    /// `memfs prime` of a memory-file file: load its paged-out pages from
+    /// page `from` on, at most `max`, front to back a batch at a time, as
+    /// [`Fs::prime_file`] does for heap files: the pages loaded and the
+    /// page to go on from if more may follow. Each batch is loaded once: a
+    /// file larger than the ceiling keeps its last pages, the earlier ones
+    /// having made room for them (loading the whole range until none was
+    /// cold could never end, and gave EIO when its rounds ran out).
+    pub(super) fn prime_memory_file(&self, inode: &Inode, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
+        let lock = data_lock(inode);
+        let (mut loaded, mut from) = (0, from);
+        while (loaded as usize) < max {
+            let cold = lock.read().cold_from(from, LOAD_BATCH.min(max - loaded as usize));
+            let (Some(&(first, _)), Some(&(last, _))) = (cold.first(), cold.last()) else {
+                return Ok((loaded, None));
+            };
+            self.kernel_page_in(inode, first, last + 1)?;
+            self.settle_ceiling(); // a batch may pass it by its pages, as reads do
+            loaded += cold.len() as u64;
+            from = last + 1;
+        }
+        let more = !lock.read().cold_from(from, 1).is_empty();
+        Ok((loaded, more.then_some(from)))
+    }
+
     /// `memfs evict` of a memory-file file: page out its pages from page
     /// `from` on, at most `max`. As [`Fs::evict_file`].
     pub(super) fn evict_memory_file(
@@ -767,6 +791,32 @@ mod tests {
     /// A passthrough open of a memory file with more than 1 MiB paged out
     /// is refused (opened through the
     /// daemon, which loads only what reads touch), not paged in whole.
+    /// `memfs prime` of a memory file larger than the ceiling: each page
+    /// loaded once, the last ones kept, no EIO (found 2026-11-27: priming
+    /// such a file loaded the whole range until none was cold, which never
+    /// happened, and failed with EIO when its rounds ran out).
+    #[test]
+    fn priming_a_memory_file_larger_than_the_ceiling_loads_each_page_once() {
+        let (fs, pager) = mount(256);
+        let a = file(&fs, "a", 900, 7);
+        let mut from = Some(0);
+        while let Some(at) = from {
+            from = fs.evict_file(a, at, 2000).unwrap().1;
+        }
+        assert_eq!(fs.tiers(a).unwrap().0, 0);
+        let (mut loaded, mut from, mut calls) = (0, Some(0), 0);
+        while let Some(at) = from {
+            let (n, next) = fs.prime_file(a, at, 500).unwrap();
+            (loaded, from, calls) = (loaded + n, next, calls + 1);
+        }
+        assert_eq!((loaded, calls), (900, 2));
+        assert!(pager.ram_bytes() <= 256 * PAGE, "{}", pager.ram_bytes());
+        let (resident, _, _) = fs.tiers(a).unwrap();
+        let last_cold = data_lock(&fs.file(a).unwrap()).read().cold_from(899, 1);
+        assert!(resident > 0 && last_cold.is_empty(), "the last pages stay: {resident}");
+        assert_eq!(fs.read(a, 0, 900 * P as u32).unwrap(), vec![7u8; 900 * P]);
+    }
+
     #[test]
     fn a_mostly_paged_out_file_is_not_paged_in_whole_for_an_open() {
         let (fs, _) = mount(1024);

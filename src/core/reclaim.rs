@@ -327,9 +327,7 @@ impl Fs {
         let inode = self.file(ino)?;
         let lock = content(&inode);
         if lock.read().kernel().is_some() {
-            let before = lock.read().cold_count();
-            self.kernel_page_in(&inode, 0, u64::MAX)?;
-            return Ok((before - lock.read().cold_count(), None));
+            return self.prime_memory_file(&inode, from, max);
         }
         let (mut loaded, mut done, mut from) = (0, 0, from);
         while done < max {
