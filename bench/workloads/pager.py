@@ -60,7 +60,10 @@ corpus); tmpfs's pages are its storage and stay.
 
 Case 1: one file of W × C (corpus pieces concatenated), fio psync random
 reads with a zipf(1.2) offset distribution, 4 KiB and 64 KiB, for a fixed
-time each. Case 2: a hot set of C/2 read three times, one sequential pass
+time each; then the same on memfs with its `backing=` on a zram block device
+of its own (lz4; no swap) instead of disk: like for like with the anchor, whose
+zram swap is RAM outside its cgroup's limit too (those rows' anchor figures are
+the anchor's case 1 figures). Case 2: a hot set of C/2 read three times, one sequential pass
 over 2 × C of other files, then the hot set again: the share of its pages
 resident just before that pass (anchor: mincore, a page in zram is not
 resident; memfs: `memfs where`, a compressed page is not resident) and the
@@ -172,6 +175,13 @@ def metrics(case):
         out.append(m("cache_mib", f"Case 1: kernel page cache of memfs's file after the reads "
                      f"(mincore; outside ram=), ceiling {c} (MiB)", label, "MiB", "lower",
                      ratio=False))
+        for bs in ("4k", "64k"):
+            size = bs.replace("k", " KiB")
+            like = (f"Case 1, like for like: memfs's backing= on a zram device (RAM outside "
+                    f"the ceiling, as the anchor's swap), zipf random reads of {size}, "
+                    f"ceiling {c}")
+            out += [m(f"zb_{bs}_mibs", f"{like} (MiB/s)", label, "MiB/s", "higher"),
+                    m(f"zb_{bs}_us", f"{like} (µs per read)", label, "µs", "lower")]
         return out
     if p["kind"] == "scan":
         table = f"Case 2: scan resistance, {case.label}"
@@ -251,27 +261,45 @@ def _case_ws(ctx):
     pieces = _fill(corpus, int(p["ratio"] * p["ceiling"]))
     values = {}
     with _setup(ctx, p["ceiling"]) as side:
-        path = os.path.join(side.root, "ws.dat")
-        _warm(e["path"] for e in pieces)
-        wrote = side.copy([(path, [e["path"] for e in pieces])], timeout=ctx.timeout(900, 120))
-        values[f"{k}:ws_bytes"] = wrote["bytes"]
-        values[f"{k}:layout_mibs"] = wrote["bytes"] / MiB / wrote["seconds"]
-        for bs in ("4k", "64k"):
-            side.drop([path], ctx.timeout(300, 60))
-            before = side.counters()
-            job = side.fio(path, bs, p["seconds"], ctx.timeout(600, 120))
-            cache = side.page_cache_mib([path], ctx.timeout(300, 60))
-            values[f"{k}:{bs}_cache_mount"] = cache["mount"]
-            values[f"{k}:{bs}_cache_backing"] = cache["backing"]
-            values[f"{k}:{bs}_mibs"] = job["read"]["bw_bytes"] / MiB
-            values[f"{k}:{bs}_us"] = job["read"]["lat_ns"]["mean"] / 1000
-            values[f"{k}:{bs}_p99_us"] = _p99_us(job)
-            values.update(_delta(f"{k}:{bs}_", before, side.counters()))
-            if not values[f"{k}:{bs}_mibs"] > 0:
-                raise BenchError(f"fio reported no throughput for {bs} reads")
+        values.update(_ws_reads(ctx, side, pieces, f"{k}:"))
         caches = [values[f"{k}:{bs}_cache_mount"] for bs in ("4k", "64k")]
         values[f"{k}:cache_mib"] = None if None in caches else max(caches)
         values.update(side.final_figures(k))
+    if ctx.fs.kind != "memfs":
+        # The like-for-like rows set memfs's backing store beside the same anchor.
+        values.update({f"{k}:zb_{bs}_{n}": values[f"{k}:{bs}_{n}"]
+                       for bs in ("4k", "64k") for n in ("mibs", "us")})
+        return values
+    try:
+        with _setup(ctx, p["ceiling"], zram_backing=True) as side:
+            values.update(_ws_reads(ctx, side, pieces, f"{k}:zb_"))
+            values.update(side.final_figures(f"{k}:zb"))
+    except AnchorUnavailable as e:
+        _note(f"case 1's rows with memfs's backing store on zram are missing: {e}")
+    return values
+
+
+def _ws_reads(ctx, side, pieces, prefix):
+    """Case 1 on one side: the working set written as one file, then fio's zipf
+    reads of each block size; figures keyed prefix + bs + "_" + name."""
+    path = os.path.join(side.root, "ws.dat")
+    _warm(e["path"] for e in pieces)
+    wrote = side.copy([(path, [e["path"] for e in pieces])], timeout=ctx.timeout(900, 120))
+    values = {f"{prefix}ws_bytes": wrote["bytes"],
+              f"{prefix}layout_mibs": wrote["bytes"] / MiB / wrote["seconds"]}
+    for bs in ("4k", "64k"):
+        side.drop([path], ctx.timeout(300, 60))
+        before = side.counters()
+        job = side.fio(path, bs, ctx.case.params["seconds"], ctx.timeout(600, 120))
+        cache = side.page_cache_mib([path], ctx.timeout(300, 60))
+        values[f"{prefix}{bs}_cache_mount"] = cache["mount"]
+        values[f"{prefix}{bs}_cache_backing"] = cache["backing"]
+        values[f"{prefix}{bs}_mibs"] = job["read"]["bw_bytes"] / MiB
+        values[f"{prefix}{bs}_us"] = job["read"]["lat_ns"]["mean"] / 1000
+        values[f"{prefix}{bs}_p99_us"] = _p99_us(job)
+        values.update(_delta(f"{prefix}{bs}_", before, side.counters()))
+        if not values[f"{prefix}{bs}_mibs"] > 0:
+            raise BenchError(f"fio reported no throughput for {bs} reads")
     return values
 
 
@@ -418,10 +446,13 @@ def _case_postmark(ctx):
 # -- the two sides: memfs with the pager, tmpfs in a cgroup with zram ----------------
 
 @contextlib.contextmanager
-def _setup(ctx, ceiling, compress="lz4"):
-    """The side under test, mounted and ready; torn down whatever happens."""
+def _setup(ctx, ceiling, compress="lz4", zram_backing=False):
+    """The side under test, mounted and ready; torn down whatever happens.
+    zram_backing (memfs only): the backing store is a zram block device of its
+    own (RAM, outside the ceiling, as the anchor's swap) instead of a file on
+    disk; raises AnchorUnavailable when no zram device can be had."""
     if ctx.fs.kind == "memfs":
-        with _memfs_side(ctx, ceiling, compress) as side:
+        with _memfs_side(ctx, ceiling, compress, zram_backing) as side:
             yield side
     else:
         with _anchor_side(ctx, ceiling) as side:
@@ -429,10 +460,15 @@ def _setup(ctx, ceiling, compress="lz4"):
 
 
 @contextlib.contextmanager
-def _memfs_side(ctx, ceiling, compress):
+def _memfs_side(ctx, ceiling, compress, zram_backing=False):
     with contextlib.ExitStack() as stack:
-        backing = tempfile.mkdtemp(prefix="memfs-bench-pager-", dir=BACKING_BASE)
-        stack.callback(shutil.rmtree, backing, ignore_errors=True)
+        if zram_backing:
+            zram = Zram.create(max(8 * ceiling, 256 * MiB), "lz4", swap=False)
+            stack.callback(zram.remove)  # after the unmount below: memfs holds it O_EXCL
+            backing = zram.device
+        else:
+            backing = tempfile.mkdtemp(prefix="memfs-bench-pager-", dir=BACKING_BASE)
+            stack.callback(shutil.rmtree, backing, ignore_errors=True)
         options = _pager_options(ctx.fs.options, ceiling, compress, backing)
         fs = FileSystem(ctx.fs.name, "memfs", options, ctx.fs.path)
         stack.callback(fs.unmount)
@@ -452,7 +488,7 @@ def _memfs_side(ctx, ceiling, compress):
 def _anchor_side(ctx, ceiling):
     with contextlib.ExitStack() as stack:
         try:
-            zram = ZramSwap.create(max(8 * ceiling, 256 * MiB), "lz4")
+            zram = Zram.create(max(8 * ceiling, 256 * MiB), "lz4")
             stack.callback(zram.remove)
             cgroup = MemCgroup.create(ceiling)
             stack.callback(cgroup.remove)
@@ -910,9 +946,11 @@ def _cgroup2_root():
     return None
 
 
-class ZramSwap:
-    """A zram swap device of this run's own: hot-added (or /dev/zram0 if unused),
-    swapped on, and after the run swapped off, reset and hot-removed."""
+class Zram:
+    """A zram device of this run's own: hot-added (or /dev/zram0 if unused),
+    swapped on (the anchor's swap) or left a bare block device (memfs's
+    `backing=` in case 1's like-for-like rows), and after the run swapped off,
+    reset and hot-removed."""
     CONTROL = "/sys/class/zram-control"
 
     def __init__(self, num, hot_added):
@@ -921,7 +959,7 @@ class ZramSwap:
         self.device = f"/dev/zram{num}"
 
     @classmethod
-    def create(cls, disksize, algorithm):
+    def create(cls, disksize, algorithm, swap=True):
         for tool in ("mkswap", "swapon", "swapoff"):
             if not shutil.which(tool):
                 raise AnchorUnavailable(f"{tool} not found (Debian package util-linux)")
@@ -946,12 +984,14 @@ class ZramSwap:
                 if os.path.exists(z.device):
                     break
                 time.sleep(0.01)
-            run_cmd(["mkswap", z.device], 60)
-            run_cmd(["swapon", "-p", str(ZRAM_PRIORITY), z.device], 60)
-            z.swapped_on = True
+            if swap:
+                run_cmd(["mkswap", z.device], 60)
+                run_cmd(["swapon", "-p", str(ZRAM_PRIORITY), z.device], 60)
+                z.swapped_on = True
         except (OSError, BenchError, AnchorUnavailable) as e:
             z.remove()
-            raise AnchorUnavailable(f"setting up {z.device} as swap failed: {e}") from None
+            what = "swap" if swap else "a block device"
+            raise AnchorUnavailable(f"setting up {z.device} as {what} failed: {e}") from None
         return z
 
     def mm_stat(self):
@@ -976,17 +1016,24 @@ class ZramSwap:
             else:
                 errors.append(f"swapoff {self.device}: {res.stderr.decode().strip()}")
         if not self.swapped_on:
-            try:
-                _write(f"{self.sys}/reset", 1)
-            except OSError as e:
-                errors.append(f"reset {self.device}: {e}")
+            # A daemon that had it as its backing store may still be exiting after
+            # its unmount returned (the device is busy until it closes it).
+            for attempt in range(100):
+                try:
+                    _write(f"{self.sys}/reset", 1)
+                    break
+                except OSError as e:
+                    if e.errno != errno.EBUSY or attempt == 99:
+                        errors.append(f"reset {self.device}: {e}")
+                        break
+                    time.sleep(0.05)
             if self.hot_added:
                 try:
                     _write(os.path.join(self.CONTROL, "hot_remove"), self.num)
                 except OSError as e:
                     errors.append(f"hot_remove {self.num}: {e}")
         if errors:
-            raise BenchError("tearing down the zram swap failed: " + "; ".join(errors))
+            raise BenchError("tearing down the zram device failed: " + "; ".join(errors))
 
 
 def _active_swaps():
