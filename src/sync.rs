@@ -22,7 +22,7 @@ pub use model::{Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWrite
 #[cfg(feature = "shuttle")]
 mod model {
     //! Shuttle's locks with the part of parking_lot's API memfs uses:
-    //! guards without poisoning, `try_read`/`try_write` as `Option`,
+    //! guards without poisoning, `try_lock`/`try_read`/`try_write` as `Option`,
     //! `Condvar::wait(&mut guard)`, `RwLockWriteGuard::downgrade`. Only
     //! for runs under `shuttle::check_*`: outside one, Shuttle's locks
     //! panic.
@@ -43,6 +43,14 @@ mod model {
 
         pub fn lock(&self) -> MutexGuard<'_, T> {
             MutexGuard(Some(unpoisoned(self.0.lock())))
+        }
+
+        pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            match self.0.try_lock() {
+                Ok(g) => Some(MutexGuard(Some(g))),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(MutexGuard(Some(p.into_inner()))),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            }
         }
 
         pub fn get_mut(&mut self) -> &mut T {

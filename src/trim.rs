@@ -9,11 +9,12 @@
 //! stored). The brief is that memory is used only for what is stored, so
 //! after every `core::usage::RELEASE_STEP` bytes freed and not used again,
 //! a thread of its own waits until that memory has stayed unused and the
-//! mount has served no request for [`SETTLE`], then shrinks the tables that
-//! hold far more room than entries (`Fs::compact_tables`: the inode table
-//! after mass deletion), gives back every whole free page of the arenas and
-//! calls `malloc_trim(0)`, which does the same for every malloc arena
-//! (MADV_DONTNEED). An idle mount never wakes it.
+//! mount has served no request for [`SETTLE`] (reads of its control
+//! directory do not count: `memfs stat --watch` must not keep memory
+//! held), then shrinks the tables that hold far more room than entries
+//! (`Fs::compact_tables`: the inode table after mass deletion), gives back
+//! every whole free page of the arenas and calls `malloc_trim(0)`, which
+//! does the same for every malloc arena (MADV_DONTNEED). An idle mount never wakes it.
 //!
 //! Why idle: malloc_trim holds each arena's lock while it releases that
 //! arena (core/arena.rs holds a size class's lock for one 2 MiB chunk at a

@@ -710,6 +710,13 @@ impl Pager {
     }
 
     pub fn stats(&self) -> PagerStats {
+        // The arenas' slack is sampled before each reclaim round and stands
+        // between rounds, so after a delete it showed (and charged) the
+        // free space of before until the next round: take it in now, unless
+        // a round is running (its figure must stand while it runs).
+        if let Some(_no_round) = self.reclaim.try_lock() {
+            self.sample_overhead();
+        }
         let c = &self.c;
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         PagerStats {
