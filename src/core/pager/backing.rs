@@ -7,7 +7,9 @@
 //! raw page or a compressed one, and their crc32c. `load` gives back those
 //! bytes only if the checksum matches, so a bad disk can cost an EIO but
 //! never wrong data. Freed slots are reused first (lowest number first,
-//! which keeps the file compact).
+//! which keeps the file compact), and once the free slots at the top come
+//! to [`RELEASE_SLOTS`], their space goes back: the file is cut short (a
+//! device's range is discarded, which a zram device turns into free RAM).
 //!
 //! `backing=DIR` stores in an unnamed file created with O_TMPFILE in DIR
 //! (or, where the file system lacks O_TMPFILE, one created and unlinked at
@@ -22,14 +24,13 @@
 //! Where the file system refuses O_DIRECT, the store is buffered and says
 //! so in its description (`stats/pager`'s log line, docs/PAGER.md).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::BTreeSet;
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
-use std::os::unix::io::FromRawFd;
+use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::Path;
 
 use crate::sync::Mutex;
@@ -41,10 +42,17 @@ use super::super::types::PAGE_SIZE;
 pub trait BackingIo: Send + Sync + std::fmt::Debug {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()>;
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()>;
+    /// Nothing at `[from, to)` is wanted any more, nor anything past it:
+    /// give its space back (a file is cut to `from`).
+    fn release(&self, from: u64, to: u64) -> io::Result<()>;
 }
 
+/// The store's file, or its device (`true`).
 #[derive(Debug)]
-struct FileIo(File);
+struct FileIo(File, bool);
+
+/// The block layer's discard request (linux/fs.h: `_IO(0x12, 119)`).
+const BLKDISCARD: libc::c_ulong = 0x1277;
 
 impl BackingIo for FileIo {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
@@ -53,7 +61,24 @@ impl BackingIo for FileIo {
     fn write_at(&self, buf: &[u8], off: u64) -> io::Result<()> {
         self.0.write_all_at(buf, off)
     }
+    fn release(&self, from: u64, to: u64) -> io::Result<()> {
+        if !self.1 {
+            return self.0.set_len(from);
+        }
+        let range = [from, to - from];
+        // SAFETY: BLKDISCARD reads two u64 (start, length) from the pointer,
+        // which points to such an array that outlives the call.
+        let r = unsafe { libc::ioctl(self.0.as_raw_fd(), BLKDISCARD, range.as_ptr()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
+
+/// Free slots at the top of the store that are given back at once (1 MiB):
+/// fewer would cost a truncate for every few pages freed.
+pub const RELEASE_SLOTS: u32 = 256;
 
 /// Where one page is on the backing store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,11 +102,17 @@ pub enum LoadError {
 
 #[derive(Debug, Default)]
 struct Slots {
-    /// Freed slots, lowest first.
-    free: BinaryHeap<Reverse<u32>>,
-    /// Slots ever handed out: every slot below this is in use or free.
+    /// Freed slots below `high`, lowest first; never `high - 1` (the top
+    /// comes down instead).
+    free: BTreeSet<u32>,
+    /// Every slot below this is in use or free; none above is either.
     high: u32,
+    /// How far the store may hold bytes: `high` at its highest since the
+    /// last release.
+    extent: u32,
     in_use: u64,
+    /// A release failed (a device without discard): not tried again.
+    cannot_release: bool,
 }
 
 /// A backing store of page slots.
@@ -103,7 +134,8 @@ impl Backing {
             let (file, direct) =
                 unnamed_file(path).map_err(|e| format!("cannot create a file in {}: {e}", path.display()))?;
             let how = if direct { "unnamed file, O_DIRECT" } else { "unnamed file, buffered: no O_DIRECT there" };
-            return Ok(Backing::with_io(Box::new(FileIo(file)), u32::MAX, format!("{} ({how})", path.display())));
+            let describe = format!("{} ({how})", path.display());
+            return Ok(Backing::with_io(Box::new(FileIo(file, false)), u32::MAX, describe));
         }
         if meta.file_type().is_block_device() {
             // O_EXCL: a device that is mounted, used as swap or claimed by
@@ -133,7 +165,7 @@ impl Backing {
                 return Err(format!("{}: the device has no room for a page", path.display()));
             }
             let capacity = slots.min(u64::from(u32::MAX)) as u32;
-            return Ok(Backing::with_io(Box::new(FileIo(file)), capacity, path.display().to_string()));
+            return Ok(Backing::with_io(Box::new(FileIo(file, true)), capacity, path.display().to_string()));
         }
         Err(format!("{} is neither a directory nor a block device", path.display()))
     }
@@ -159,10 +191,11 @@ impl Backing {
 
     fn alloc(&self) -> io::Result<u32> {
         let mut s = self.slots.lock();
-        let slot = match s.free.pop() {
-            Some(Reverse(slot)) => slot,
+        let slot = match s.free.pop_first() {
+            Some(slot) => slot,
             None if s.high < self.capacity => {
                 s.high += 1;
+                s.extent = s.extent.max(s.high);
                 s.high - 1
             }
             None => return Err(io::Error::from_raw_os_error(libc::ENOSPC)),
@@ -171,11 +204,32 @@ impl Backing {
         Ok(slot)
     }
 
-    /// Give a slot back for reuse.
+    /// Give a slot back for reuse; free slots at the top lower it, and once
+    /// [`RELEASE_SLOTS`] of them are below the extent, their space goes
+    /// back. That release runs under the slots' lock (an allocation that
+    /// raised the top meanwhile would have its slot cut away otherwise):
+    /// one truncate or discard per 1 MiB freed at the top, not per page.
     pub fn free(&self, r: &DiskRef) {
         let mut s = self.slots.lock();
-        s.free.push(Reverse(r.slot));
         s.in_use -= 1;
+        if r.slot + 1 != s.high {
+            s.free.insert(r.slot);
+            return;
+        }
+        s.high -= 1;
+        while let Some(&top) = s.free.last() {
+            if top + 1 != s.high {
+                break;
+            }
+            s.free.pop_last();
+            s.high -= 1;
+        }
+        if s.extent - s.high >= RELEASE_SLOTS && !s.cannot_release {
+            match self.io.release(u64::from(s.high) * PAGE_SIZE, u64::from(s.extent) * PAGE_SIZE) {
+                Ok(()) => s.extent = s.high,
+                Err(_) => s.cannot_release = true, // the space stays, reused as before
+            }
+        }
     }
 
     /// Write `bytes` (at most a page) to a fresh slot. ENOSPC when the store
@@ -349,7 +403,6 @@ fn unnamed_file(dir: &Path) -> io::Result<(File, bool)> {
 
 /// Turn on O_DIRECT for an open file; whether the file system took it.
 fn set_direct(f: &File) -> bool {
-    use std::os::unix::io::AsRawFd;
     // SAFETY: F_GETFL/F_SETFL on a descriptor we own; results checked.
     unsafe {
         let flags = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
@@ -359,7 +412,6 @@ fn set_direct(f: &File) -> bool {
 
 /// A block device's size in bytes (BLKGETSIZE64).
 fn device_size(file: &File) -> Option<u64> {
-    use std::os::unix::io::AsRawFd;
     const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
     let mut size = 0u64;
     // SAFETY: BLKGETSIZE64 writes one u64 into `size`.
@@ -380,6 +432,8 @@ pub mod tests {
         /// Operations left before reads fail with EIO (negative: never).
         pub fail_reads_after: AtomicI64,
         pub fail_writes_after: AtomicI64,
+        /// The ranges released, in order.
+        pub released: Mutex<Vec<(u64, u64)>>,
     }
 
     impl MemIo {
@@ -422,6 +476,42 @@ pub mod tests {
             b[off as usize..end].copy_from_slice(buf);
             Ok(())
         }
+        fn release(&self, from: u64, to: u64) -> io::Result<()> {
+            self.released.lock().push((from, to));
+            self.bytes.lock().truncate(from as usize);
+            Ok(())
+        }
+    }
+
+    /// Slots freed at the top lower it; a megabyte of them below the
+    /// extent is given back (the file cut short), and the store grows
+    /// again from there.
+    #[test]
+    fn free_slots_at_the_top_give_their_space_back() {
+        let io = MemIo::new();
+        let b = Backing::with_io(Box::new(io.clone()), 10_000, "test".into());
+        let refs: Vec<DiskRef> = (0..600).map(|_| b.store(b"page", false).unwrap()).collect();
+        let page = PAGE_SIZE;
+        // Freed in the middle and low: reused, nothing given back.
+        for r in &refs[100..400] {
+            b.free(r);
+        }
+        assert!(io.released.lock().is_empty());
+        // The top 200 go: not yet a megabyte below the extent.
+        for r in refs[400..].iter().rev() {
+            b.free(r);
+        }
+        // The top came down to 100 (400..600 freed, and 100..400 below
+        // them were free already): 500 slots given back at once.
+        assert_eq!(*io.released.lock(), vec![(100 * page, 600 * page)]);
+        assert_eq!(io.bytes.lock().len() as u64, 100 * page);
+        assert_eq!(b.store(b"again", false).unwrap().slot, 100, "the store grows from the new top");
+        assert_eq!(b.load(&refs[99]).unwrap(), b"page");
+        for r in &refs[..100] {
+            b.free(r);
+        }
+        assert_eq!(b.used(), 1);
+        assert_eq!(io.released.lock().len(), 1, "slot 100 holds the top: nothing more below it goes");
     }
 
     #[test]
