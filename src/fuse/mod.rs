@@ -696,24 +696,23 @@ impl Filesystem for MemFs {
         // The kernel's writeback of pages written through a shared mapping
         // (or cached writes) ignores the count in the reply: a short write
         // there would lose the rest without a word. So such a write that
-        // does not fit whole fails with ENOSPC, which msync, fsync and
-        // later writes then report (tmpfs raises SIGBUS at the page fault,
-        // which FUSE cannot: it sends no request for one). The bytes that
-        // fitted stay written; they are the caller's.
+        // does not fit whole fails with what stopped it (ENOSPC, or EIO),
+        // which msync and fsync then report (tmpfs raises SIGBUS at the
+        // page fault, which FUSE cannot: it sends no request for one). The
+        // bytes that fitted stay written; they are the caller's.
         let whole = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-        let len = data.len();
-        let fitted = move |result: FsResult<usize>| match result {
-            Ok(n) if whole && n < len => Err(FsError::NoSpace),
-            r => r,
+        let write = move |fs: &Fs, data: &[u8]| match whole {
+            true => write_whole(fs, ino.0, offset, data, &writer),
+            false => fs.write(ino.0, offset, data, &writer),
         };
         let result = match ctl {
             Some(ctl) => ctl.write(ino.0, offset, data, &c),
-            None => fitted(self.fs.write(ino.0, offset, data, &writer)),
+            None => write(&self.fs, data),
         };
         if ctl.is_none() && self.should_park(&result, t0) {
             let (fs, stats, data) = (self.fs.clone(), self.stats.clone(), data.to_vec());
             let op = move || {
-                let result = fitted(fs.write(ino.0, offset, &data, &writer));
+                let result = write(&fs, &data);
                 if let Ok(n) = result {
                     stats.add_write_bytes(n as u64);
                 }
@@ -948,4 +947,19 @@ impl Filesystem for MemFs {
             Err(e) => reply.error(errno(e)),
         }
     }
+}
+
+/// All of `data` written at `off`, or the error that stopped it: a write
+/// that fits only in part is short, and the rest is tried again so that
+/// its own error (ENOSPC, or EIO from a page that could not be loaded) is
+/// the answer.
+fn write_whole(fs: &Fs, ino: u64, off: u64, data: &[u8], caller: &Caller) -> FsResult<usize> {
+    let mut done = 0;
+    while done < data.len() {
+        match fs.write(ino, off + done as u64, &data[done..], caller)? {
+            0 => return Err(FsError::NoSpace),
+            n => done += n,
+        }
+    }
+    Ok(done)
 }
