@@ -139,8 +139,12 @@ impl Fs {
             }
             None => None,
         };
-        if let Some(d) = data.as_ref() {
-            self.sync_kernel(&inode, d);
+        // What passthrough writers did comes first, whether or not the size
+        // changes: a write's mtime taken in after a utimens (cp -p's
+        // futimens after its writes) would replace the time it set.
+        match data.as_ref() {
+            Some(d) => self.sync_kernel(&inode, d),
+            None => self.take_kernel_changes(&inode),
         }
         let mut m = inode.meta();
         let mut unchanged_ctime = false;
@@ -234,6 +238,7 @@ impl Fs {
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: i32, caller: &Caller) -> FsResult<()> {
         let inode = self.get(ino)?;
         self.check_flags(&inode, super::fileattr::Change::Inode)?;
+        self.take_kernel_changes(&inode); // a write before this change stays before it
         let ns = namespace(name)?;
         if name == super::cache::CACHE_XATTR && super::cache::CachePolicy::parse(value).is_none() {
             return Err(FsError::Invalid); // only all, metadata or none
@@ -347,6 +352,7 @@ impl Fs {
     pub fn removexattr(&self, ino: Ino, name: &[u8], caller: &Caller) -> FsResult<()> {
         let inode = self.get(ino)?;
         self.check_flags(&inode, super::fileattr::Change::Inode)?;
+        self.take_kernel_changes(&inode);
         let ns = namespace(name)?;
         let mut m = MetaBytes::new(&self.usage, inode.meta());
         let now = Timespec::now();

@@ -127,9 +127,18 @@ impl Fs {
 
     /// Take in foreign changes of `ino` if its bytes are in a kernel file.
     pub fn sync_kernel_file(&self, ino: Ino) {
-        let Ok(inode) = self.get(ino) else { return };
-        let Some(lock) = inode.file() else { return };
-        self.sync_kernel(&inode, &lock.read());
+        if let Ok(inode) = self.get(ino) {
+            self.take_kernel_changes(&inode);
+        }
+    }
+
+    /// Take in what passthrough writers did to `inode`'s memory file, if it
+    /// has one, before memfs changes its metadata: every such change must
+    /// come after them (their mtime is floored at memfs's last ctime).
+    pub(super) fn take_kernel_changes(&self, inode: &Inode) {
+        if let Some(lock) = inode.file() {
+            self.sync_kernel(inode, &lock.read());
+        }
     }
 
     /// Take in foreign changes of every file held in a kernel file (statfs:

@@ -418,3 +418,28 @@ def test_birth_time_on_dirs_and_symlinks(fs_dir):
         sx = statx(path, follow=follow)
         assert sx.stx_mask & STATX_BTIME, path
         assert sx.stx_btime.ns == sx.stx_ctime.ns
+
+
+@pytest.mark.parametrize("size", [3, 2 * 1024 * 1024])
+def test_times_set_through_the_descriptor_after_writes_stay(fs_dir, size):
+    """cp -p: create, write, futimens(fd) to an old time, close. The time set
+    stays, through a statfs, a dropped cache and a later xattr change of
+    another attribute. Found 2026-11-27: where the written bytes were in a
+    kernel memory file (passthrough), memfs took the writes' mtime in after
+    the futimens and replaced the time set with the time of the next look
+    (a df, a drop of the kernel's caches)."""
+    path = os.path.join(fs_dir, "copied")
+    old = (978307200, 123456789)  # 2001-01-01
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, os.urandom(size))
+        os.utime(fd, ns=(old[0] * 10**9 + old[1], old[0] * 10**9 + old[1]))
+    finally:
+        os.close(fd)
+    os.statvfs(fs_dir)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")
+    st = os.stat(path)
+    assert (st.st_mtime_ns, st.st_size) == (old[0] * 10**9 + old[1], size)
+    os.setxattr(path, "user.later", b"1")
+    assert os.stat(path).st_mtime_ns == old[0] * 10**9 + old[1]
