@@ -71,13 +71,13 @@ impl Fs {
     /// Load the paged-out pages of memory-file file `inode` in pages
     /// `[from, to)` back into its memory file, [`LOAD_BATCH`] at a time.
     /// No lock may be held.
-    pub(super) fn kernel_page_in(&self, inode: &Inode, from: u64, to: u64) -> FsResult<()> {
+    pub(super) fn kernel_page_in(&self, inode: &Inode, from: u64, to: u64) -> FsResult<u64> {
         let lock = data_lock(inode);
-        let mut rounds = None;
+        let (mut rounds, mut installed) = (None, 0);
         loop {
             let mut cold = lock.read().cold_between(from, to);
             if cold.is_empty() {
-                return Ok(());
+                return Ok(installed);
             }
             // The batches the range needs, and PAGE_IN_ROUNDS more for
             // pages that change under the load.
@@ -110,6 +110,7 @@ impl Fs {
                             self.write_loaded(f, at, &bytes[..n], true)?;
                         }
                         data.drop_cold(*idx, idx + 1);
+                        installed += 1;
                     }
                     Ok(())
                 })();
@@ -283,14 +284,20 @@ impl Fs {
     pub(super) fn prime_memory_file(&self, inode: &Inode, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
         let lock = data_lock(inode);
         let (mut loaded, mut from) = (0, from);
+        // A batch of at most a quarter of the ceiling: a batch passes the
+        // ceiling by its pages until the settle after it, and under a
+        // ceiling of less than LOAD_BATCH pages (1 MiB) a whole batch was
+        // more than all of RAM (and reclaim racing with it could page its
+        // own pages out again until its rounds ran out: review, 2026-11-27).
+        let batch =
+            self.pager.as_deref().map_or(LOAD_BATCH, |p| ((p.limit() / PAGE / 4) as usize).clamp(1, LOAD_BATCH));
         while (loaded as usize) < max {
-            let cold = lock.read().cold_from(from, LOAD_BATCH.min(max - loaded as usize));
+            let cold = lock.read().cold_from(from, batch.min(max - loaded as usize));
             let (Some(&(first, _)), Some(&(last, _))) = (cold.first(), cold.last()) else {
                 return Ok((loaded, None));
             };
-            self.kernel_page_in(inode, first, last + 1)?;
+            loaded += self.kernel_page_in(inode, first, last + 1)?;
             self.settle_ceiling(); // a batch may pass it by its pages, as reads do
-            loaded += cold.len() as u64;
             from = last + 1;
         }
         let more = !lock.read().cold_from(from, 1).is_empty();
@@ -815,6 +822,29 @@ mod tests {
         let last_cold = data_lock(&fs.file(a).unwrap()).read().cold_from(899, 1);
         assert!(resident > 0 && last_cold.is_empty(), "the last pages stay: {resident}");
         assert_eq!(fs.read(a, 0, 900 * P as u32).unwrap(), vec![7u8; 900 * P]);
+    }
+
+    /// Under a ceiling smaller than a load batch, each page is loaded once
+    /// and counted once (the count is of the pages installed), and RAM
+    /// ends under the ceiling.
+    #[test]
+    fn priming_under_a_ceiling_smaller_than_a_batch_loads_each_page_once() {
+        let (fs, pager) = mount(64);
+        let a = file(&fs, "a", 300, 3);
+        let mut from = Some(0);
+        while let Some(at) = from {
+            from = fs.evict_file(a, at, 2000).unwrap().1;
+        }
+        let ins = pager.stats().page_ins;
+        let (mut loaded, mut from) = (0, Some(0));
+        while let Some(at) = from {
+            let (n, next) = fs.prime_file(a, at, 1000).unwrap();
+            (loaded, from) = (loaded + n, next);
+        }
+        assert_eq!(loaded, 300);
+        assert_eq!(pager.stats().page_ins - ins, 300, "each page loaded once");
+        assert!(pager.ram_bytes() <= 64 * PAGE, "{}", pager.ram_bytes());
+        assert_eq!(fs.read(a, 0, 300 * P as u32).unwrap(), vec![3u8; 300 * P]);
     }
 
     #[test]

@@ -701,8 +701,9 @@ impl Filesystem for MemFs {
         // page fault, which FUSE cannot: it sends no request for one). The
         // bytes that fitted stay written; they are the caller's.
         let whole = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        let stats = self.stats.clone();
         let write = move |fs: &Fs, data: &[u8]| match whole {
-            true => write_whole(fs, ino.0, offset, data, &writer),
+            true => write_whole(fs, ino.0, offset, data, &writer, &stats),
             false => fs.write(ino.0, offset, data, &writer),
         };
         let result = match ctl {
@@ -952,13 +953,21 @@ impl Filesystem for MemFs {
 /// All of `data` written at `off`, or the error that stopped it: a write
 /// that fits only in part is short, and the rest is tried again so that
 /// its own error (ENOSPC, or EIO from a page that could not be loaded) is
-/// the answer.
-fn write_whole(fs: &Fs, ino: u64, off: u64, data: &[u8], caller: &Caller) -> FsResult<usize> {
+/// the answer. The bytes that fitted before an error are counted in
+/// `stats` here (the caller counts a whole write).
+fn write_whole(fs: &Fs, ino: u64, off: u64, data: &[u8], caller: &Caller, stats: &Stats) -> FsResult<usize> {
     let mut done = 0;
     while done < data.len() {
-        match fs.write(ino, off + done as u64, &data[done..], caller)? {
-            0 => return Err(FsError::NoSpace),
-            n => done += n,
+        let n = match fs.write(ino, off + done as u64, &data[done..], caller) {
+            Ok(0) => Err(FsError::NoSpace),
+            other => other,
+        };
+        match n {
+            Ok(n) => done += n,
+            Err(e) => {
+                stats.add_write_bytes(done as u64);
+                return Err(e);
+            }
         }
     }
     Ok(done)

@@ -80,6 +80,17 @@ impl BackingIo for FileIo {
 /// fewer would cost a truncate for every few pages freed.
 pub const RELEASE_SLOTS: u32 = 256;
 
+/// Releases that may fail in a row (EIO, say) before the store stops trying.
+const RELEASE_TRIES: u32 = 8;
+
+/// Whether a release failed because the store cannot release at all (a
+/// device without discard, a file system without shrinking): no use asking
+/// again.
+fn unsupported(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOTTY | libc::EINVAL | libc::ENOSYS))
+        || e.kind() == io::ErrorKind::Unsupported
+}
+
 /// Where one page is on the backing store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DiskRef {
@@ -111,8 +122,11 @@ struct Slots {
     /// last release.
     extent: u32,
     in_use: u64,
-    /// A release failed (a device without discard): not tried again.
+    /// Releases are not tried again: the store cannot (a device without
+    /// discard), or [`RELEASE_TRIES`] failed in a row.
     cannot_release: bool,
+    /// Releases that failed in a row (another error than "unsupported").
+    release_failures: u32,
     /// Slots being given back, with no lock held: none of them is handed
     /// out until that is done.
     releasing: Option<(u32, u32)>,
@@ -245,10 +259,17 @@ impl Backing {
         let result = self.io.release(u64::from(from) * PAGE_SIZE, u64::from(to) * PAGE_SIZE);
         let mut s = self.slots.lock();
         s.releasing = None;
-        if result.is_err() {
-            // The space stays, reused as before (a device without discard).
-            s.cannot_release = true;
-            s.extent = s.extent.max(to);
+        match result {
+            Ok(()) => s.release_failures = 0,
+            Err(e) => {
+                // The space stays, reused as before. A store that cannot
+                // release (a device without discard) is not asked again;
+                // another error is tried again at the next release, up to
+                // RELEASE_TRIES in a row.
+                s.release_failures += 1;
+                s.cannot_release |= unsupported(&e) || s.release_failures >= RELEASE_TRIES;
+                s.extent = s.extent.max(to);
+            }
         }
         self.released.notify_all();
     }
@@ -470,6 +491,8 @@ pub mod tests {
         pub fail_writes_after: AtomicI64,
         /// The ranges released, in order.
         pub released: Mutex<Vec<(u64, u64)>>,
+        /// Errors the next releases fail with, in order (then they succeed).
+        pub release_errors: Mutex<Vec<i32>>,
     }
 
     impl MemIo {
@@ -513,6 +536,11 @@ pub mod tests {
             Ok(())
         }
         fn release(&self, from: u64, to: u64) -> io::Result<()> {
+            let mut errors = self.release_errors.lock();
+            if !errors.is_empty() {
+                return Err(io::Error::from_raw_os_error(errors.remove(0)));
+            }
+            drop(errors);
             self.released.lock().push((from, to));
             self.bytes.lock().truncate(from as usize);
             Ok(())
@@ -565,6 +593,39 @@ pub mod tests {
         }
         assert_eq!(b.used(), 1);
         assert_eq!(io.released.lock().len(), 1, "slot 100 holds the top: nothing more below it goes");
+    }
+
+    /// A release that failed with EIO is tried again at the next free (the
+    /// review of 2026-11-27: any error stopped releases for good); one the
+    /// store cannot do at all (EOPNOTSUPP) is not.
+    #[test]
+    fn a_failed_release_is_tried_again_unless_the_store_cannot() {
+        let cycle = |b: &Backing| {
+            let refs: Vec<DiskRef> = (0..RELEASE_SLOTS + 10).map(|_| b.store(b"page", false).unwrap()).collect();
+            for r in refs.iter().rev() {
+                b.free(r);
+            }
+        };
+        let io = MemIo::new();
+        let b = Backing::with_io(Box::new(io.clone()), 10_000, "test".into());
+        io.release_errors.lock().extend([libc::EIO, libc::EIO]);
+        cycle(&b);
+        assert!(io.release_errors.lock().is_empty(), "both failures were met");
+        // Tried at the frees that brought the top to slots 10 and 9 (EIO),
+        // again at slot 8: the space above it went back.
+        assert_eq!(*io.released.lock(), vec![(8 * PAGE_SIZE, 266 * PAGE_SIZE)]);
+        assert_eq!(io.bytes.lock().len() as u64, 8 * PAGE_SIZE);
+        cycle(&b);
+        assert_eq!(io.released.lock().len(), 2, "and releases go on");
+
+        let io = MemIo::new();
+        let b = Backing::with_io(Box::new(io.clone()), 10_000, "test".into());
+        io.release_errors.lock().push(libc::EOPNOTSUPP);
+        cycle(&b);
+        cycle(&b);
+        assert!(io.released.lock().is_empty(), "a store without release is not asked again");
+        assert_eq!(io.release_errors.lock().len(), 0);
+        assert_eq!(b.used(), 0);
     }
 
     #[test]

@@ -336,15 +336,31 @@ impl Pager {
     /// ceiling, wholly free spans are given back first (trim), when they
     /// are more than a sixty-fourth of the ceiling.
     pub(crate) fn sample_overhead(&self) {
+        self.trim_slack();
+        self.take_slack();
+    }
+
+    /// Give the arenas' free space back to the kernel when it is worth it
+    /// (more than 1/64 of the ceiling, and RAM near the low watermark).
+    fn trim_slack(&self) {
         if !self.count_overhead.load(Ordering::Relaxed) {
             return;
         }
-        let mut a = super::arena::stats();
         let limit = self.limit();
-        if limit > 0 && a.slack > limit / 64 && self.ram_bytes() + self.overhead_bytes() > self.low_watermark() {
+        if limit > 0
+            && super::arena::stats().slack > limit / 64
+            && self.ram_bytes() + self.overhead_bytes() > self.low_watermark()
+        {
             super::arena::trim();
-            a = super::arena::stats();
         }
+    }
+
+    /// Take the arenas' slack in as the figure [`Pager::overhead_bytes`] counts.
+    fn take_slack(&self) {
+        if !self.count_overhead.load(Ordering::Relaxed) {
+            return;
+        }
+        let a = super::arena::stats();
         self.arena_slack.store(a.resident.saturating_sub(a.in_use), Ordering::Relaxed);
     }
 
@@ -714,8 +730,11 @@ impl Pager {
         // between rounds, so after a delete it showed (and charged) the
         // free space of before until the next round: take it in now, unless
         // a round is running (its figure must stand while it runs).
+        // The trim (madvise of free arena runs) runs with no lock held, so
+        // a writer's reclaim round never waits for a stats read.
+        self.trim_slack();
         if let Some(_no_round) = self.reclaim.try_lock() {
-            self.sample_overhead();
+            self.take_slack();
         }
         let c = &self.c;
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
