@@ -517,6 +517,24 @@ mod tests {
         (Fs::new(cfg), pager)
     }
 
+    /// `memfs evict` of the whole file, call after call.
+    fn evict_all(fs: &Fs, ino: Ino) {
+        let mut from = Some(0);
+        while let Some(at) = from {
+            from = fs.evict_file(ino, at, 2000).unwrap().1;
+        }
+    }
+
+    /// `memfs prime` of the whole file, `max` pages a call: (pages loaded, calls).
+    fn prime_all(fs: &Fs, ino: Ino, max: usize) -> (u64, u32) {
+        let (mut loaded, mut from, mut calls) = (0, Some(0), 0);
+        while let Some(at) = from {
+            let (n, next) = fs.prime_file(ino, at, max).unwrap();
+            (loaded, from, calls) = (loaded + n, next, calls + 1);
+        }
+        (loaded, calls)
+    }
+
     fn file(fs: &Fs, name: &str, pages: usize, fill: u8) -> Ino {
         let ino = fs.mknod(ROOT_INO, name.as_bytes(), libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         assert_eq!(fs.write(ino, 0, &vec![fill; pages * P], &ME), Ok(pages * P));
@@ -806,17 +824,9 @@ mod tests {
     fn priming_a_memory_file_larger_than_the_ceiling_loads_each_page_once() {
         let (fs, pager) = mount(256);
         let a = file(&fs, "a", 900, 7);
-        let mut from = Some(0);
-        while let Some(at) = from {
-            from = fs.evict_file(a, at, 2000).unwrap().1;
-        }
+        evict_all(&fs, a);
         assert_eq!(fs.tiers(a).unwrap().0, 0);
-        let (mut loaded, mut from, mut calls) = (0, Some(0), 0);
-        while let Some(at) = from {
-            let (n, next) = fs.prime_file(a, at, 500).unwrap();
-            (loaded, from, calls) = (loaded + n, next, calls + 1);
-        }
-        assert_eq!((loaded, calls), (900, 2));
+        assert_eq!(prime_all(&fs, a, 500), (900, 2));
         assert!(pager.ram_bytes() <= 256 * PAGE, "{}", pager.ram_bytes());
         let (resident, _, _) = fs.tiers(a).unwrap();
         let last_cold = data_lock(&fs.file(a).unwrap()).read().cold_from(899, 1);
@@ -831,17 +841,9 @@ mod tests {
     fn priming_under_a_ceiling_smaller_than_a_batch_loads_each_page_once() {
         let (fs, pager) = mount(64);
         let a = file(&fs, "a", 300, 3);
-        let mut from = Some(0);
-        while let Some(at) = from {
-            from = fs.evict_file(a, at, 2000).unwrap().1;
-        }
+        evict_all(&fs, a);
         let ins = pager.stats().page_ins;
-        let (mut loaded, mut from) = (0, Some(0));
-        while let Some(at) = from {
-            let (n, next) = fs.prime_file(a, at, 1000).unwrap();
-            (loaded, from) = (loaded + n, next);
-        }
-        assert_eq!(loaded, 300);
+        assert_eq!(prime_all(&fs, a, 1000).0, 300);
         assert_eq!(pager.stats().page_ins - ins, 300, "each page loaded once");
         assert!(pager.ram_bytes() <= 64 * PAGE, "{}", pager.ram_bytes());
         assert_eq!(fs.read(a, 0, 300 * P as u32).unwrap(), vec![3u8; 300 * P]);
