@@ -657,7 +657,17 @@ class Side:
     def counters(self):
         """Cumulative counters: memfs's stats/pager, or the kernel's swap traffic."""
         if self.kind == "memfs":
-            return {n: v for n, v in pager_stats(self.root).items() if n.endswith("_total")}
+            out = {n: v for n, v in pager_stats(self.root).items() if n.endswith("_total")}
+            # Requests of the kinds a reader makes, and passthrough opens: what
+            # reached the daemon, for reading a run's figures (results.json).
+            ops = _stat_file(self.root, "ops")
+            for op in ("open", "release", "read", "getattr"):
+                if op in ops:
+                    out[f"op_{op}"] = ops[op]
+            passthrough = _stat_file(self.root, "passthrough")
+            if "passthrough_opens_total" in passthrough:
+                out["passthrough_opens_total"] = passthrough["passthrough_opens_total"]
+            return out
         vm = _vmstat()
         return {"pswpin": vm.get("pswpin"), "pswpout": vm.get("pswpout")}
 
@@ -757,6 +767,22 @@ def _delta(prefix, before, after):
 def _p99_us(job):
     pct = job["read"].get("clat_ns", {}).get("percentile", {})
     return pct.get("99.000000", 0) / 1000 or None
+
+
+def _stat_file(mount, name):
+    """MOUNT/.memfs/stats/NAME as {first word: first number after it}; {} if
+    missing (stats/ops: each op's count)."""
+    try:
+        with open(os.path.join(mount, ".memfs", "stats", name)) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    out = {}
+    for line in lines:
+        words = line.replace(":", " ").split()
+        if len(words) >= 2 and words[1].isdigit():
+            out[words[0]] = int(words[1])
+    return out
 
 
 def pager_stats(mount):
