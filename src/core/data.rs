@@ -315,9 +315,9 @@ impl FileData {
     /// counted (st_blocks, `size=`: the file's pages are the memory file's
     /// plus its slots) but holding no RAM. tmpfs would allocate it in the
     /// memory file, where the pager could not page it out (SEEK_DATA does
-    /// not see it). Pages unwritten already stay so (on tmpfs a second
-    /// fallocate makes them data, zeros: here that would be a page of RAM
-    /// each, docs/SEMANTICS.md). Returns the pages added.
+    /// not see it). Pages unwritten already are left to the caller, which
+    /// makes them data as tmpfs does (`Fs::fallocate_again`). Returns the
+    /// pages added.
     pub fn kernel_allocate(&mut self, from: u64, to: u64, in_file: impl Fn(u64) -> bool) -> u64 {
         let present = self.indices_in(from, to);
         let mut added = 0;

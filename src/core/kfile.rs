@@ -730,7 +730,9 @@ impl Fs {
         self.sync_kernel(inode, &lock.read());
         let paged = self.pager.as_deref().is_some_and(|p| p.limit() > 0);
         if paged && !mode.punch_hole && !mode.zero_range {
-            if let Some(result) = self.kfallocate_unwritten(inode, &mut lock.write(), off, len, mode.keep_size) {
+            let unwritten = self.kfallocate_unwritten(inode, &mut lock.write(), off, len, mode.keep_size);
+            if let Some(result) = unwritten {
+                self.settle_ceiling(); // pages fallocated again are data now (no lock held)
                 return result;
             }
         }
@@ -830,18 +832,48 @@ impl Fs {
             return Some(Err(FsError::NoSpace));
         }
         self.usage.uncharge_pages(missing);
+        let again = data.unwritten_in(first, last);
         data.kernel_allocate(first, last, in_file);
-        let result = match data.kernel() {
+        let mut result = match data.kernel() {
             Some(f) if !keep_size && end > st.size => f.set_len(end).map_err(|_| FsError::Io),
             Some(_) => Ok(()),
             None => Err(FsError::Io),
         };
+        if result.is_ok() {
+            let size = if keep_size { st.size } else { st.size.max(end) };
+            result = self.fallocate_again(inode, data, &again, size);
+        }
         let mut m = inode.meta();
         self.absorb(&mut m, data);
         if result.is_ok() {
             m.touch_modified(Timespec::now());
         }
         Some(result)
+    }
+
+    /// As shmem_get_folio: a page an earlier fallocate left unwritten
+    /// becomes data (zeros) when fallocated again. `again`: such pages (in
+    /// order); those inside `size` are written into the memory file as
+    /// zeros, data the pager pages out like any other (tmpfs holds them in
+    /// RAM). Pages past the end stay unwritten: SEEK_DATA stops at the end.
+    fn fallocate_again(&self, inode: &Inode, data: &mut FileData, again: &[u64], size: u64) -> FsResult<()> {
+        const RUN_MAX: usize = 256;
+        let inside = &again[..again.partition_point(|&idx| idx * PAGE_SIZE < size)];
+        let mut rest = inside;
+        while let Some(&start) = rest.first() {
+            let run = rest.iter().enumerate().take_while(|&(i, &idx)| idx == start + i as u64 && i < RUN_MAX).count();
+            let pos = start * PAGE_SIZE;
+            let len = (run as u64 * PAGE_SIZE).min(size - pos) as usize;
+            let (written, err) = self.kwrite_chunk(inode, data, pos, &vec![0; len], &rest[..run]);
+            if let Some(e) = err {
+                return Err(e);
+            }
+            if written < len {
+                return Err(FsError::NoSpace);
+            }
+            rest = &rest[run..];
+        }
+        Ok(())
     }
 
     /// Before a truncate of `inode` to `size`: load back the page it cuts
