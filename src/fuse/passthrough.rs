@@ -267,9 +267,12 @@ impl Passthrough {
         // closes it and opens it again to write it (it had moved back into
         // the heap at that close), and every write then took the daemon
         // path (2 GiB in 1 MiB writes: 387-509 MiB/s, tmpfs 984-1098).
+        // Under a RAM ceiling below size= a writer goes through the daemon,
+        // which pages out as it writes (core: `Fs::passthrough_may_write`).
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         if e.cached == 0
             && !look_only
+            && (!writes || fs.passthrough_may_write())
             && (((new || writes) && fs.pin_new_kernel_file(ino.0)) || fs.pin_kernel_file(ino.0))
         {
             if e.backing.is_none() {
