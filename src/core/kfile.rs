@@ -544,7 +544,8 @@ impl Fs {
         let sequential = data.note_read(off, len as usize);
         let (from, to) = range(len);
         let cold = data.cold_between(from, to);
-        if cold.is_empty() || (!force && (sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i)))) {
+        let through = force || p.no_room(cold.len()); // RAM and the backing store full: any reader
+        if cold.is_empty() || (!through && (sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i)))) {
             return Ok(None);
         }
         drop(data);

@@ -566,6 +566,30 @@ mod tests {
         assert_eq!(fs.write(b, n as u64, &[2u8; PAGE as usize], &ME), Ok(PAGE as usize));
     }
 
+    /// A store in a directory whose file system is full (no capacity of
+    /// its own): once RAM is at the ceiling too, reads of paged-out pages
+    /// are read through, with no write-back tried for them.
+    #[test]
+    fn with_ram_and_a_directory_store_full_reads_read_through_and_write_nothing() {
+        let (fs, pager, io) = mount_with_ram(u32::MAX, 4);
+        io.room.store(8 * PAGE, O::SeqCst);
+        let a = file(&fs, "a", 10, 1); // 4 resident + 6 on the store
+        let b = fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        let n = fs.write(b, 0, &[2u8; 8 * PAGE as usize], &ME).unwrap();
+        assert!(n < 8 * PAGE as usize, "wrote {n} with a full store");
+        assert!(pager.stats().backing_full > 0);
+        let writes = io.writes.load(O::SeqCst);
+        let through = pager.stats().read_through;
+        for _ in 0..3 {
+            for idx in 0..10 {
+                assert_eq!(fs.read(a, idx * PAGE, PAGE as u32).unwrap(), vec![1u8; PAGE as usize]);
+            }
+        }
+        assert_eq!(io.writes.load(O::SeqCst), writes, "reads tried to write pages back to a full store");
+        assert!(pager.stats().read_through > through);
+        assert!(pager.charged_bytes() <= 4 * PAGE);
+    }
+
     #[test]
     fn failed_page_outs_leave_pages_in_ram_and_writes_get_enospc() {
         let (fs, pager, io) = mount(100);

@@ -93,7 +93,11 @@ impl Fs {
         // A random reader's first miss on these pages since they left RAM:
         // serve them from their loaded copies and leave them where they are
         // (pager/admit.rs); a second miss makes them resident below.
-        let through = self.pager.as_deref().filter(|p| !sequential && !p.promotes(ino, cold.iter().map(|(i, _)| *i)));
+        // Also any reader while RAM is full and the backing store too.
+        let through = self
+            .pager
+            .as_deref()
+            .filter(|p| p.no_room(cold.len()) || (!sequential && !p.promotes(ino, cold.iter().map(|(i, _)| *i))));
         if let Some(p) = through {
             drop(data);
             let pages = p.load_many(&cold.iter().map(|(_, c)| c).collect::<Vec<_>>());

