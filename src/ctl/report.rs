@@ -314,13 +314,17 @@ fn pager_lines(p: &BTreeMap<String, u64>) -> String {
     let ratio = if zip == 0 { "-".to_string() } else { format!("{:.2}x", orig as f64 / zip as f64) };
     let (hits, misses) = (get(p, "hits_total"), get(p, "misses_total"));
     let hit_pct = (hits * 100).checked_div(hits + misses).map_or_else(|| "-".to_string(), |p| format!("{p}%"));
+    // What counts under the ceiling: the pages' bytes and their overhead
+    // (index, arenas' free space), as the pager charges them.
+    let charged = get(p, "ram_bytes") + get(p, "overhead_bytes");
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\npager: ram {} of {} ({}), resident {}, compressed {} into {} ({ratio}), backing store {}",
-        human_bytes(get(p, "ram_bytes")),
+        "\npager: ram {} of {} ({}; overhead {}), resident {}, compressed {} into {} ({ratio}), backing store {}",
+        human_bytes(charged),
         human_bytes(get(p, "ram_limit_bytes")),
-        percent(get(p, "ram_bytes"), get(p, "ram_limit_bytes")),
+        percent(charged, get(p, "ram_limit_bytes")),
+        human_bytes(get(p, "overhead_bytes")),
         human_bytes(get(p, "resident_bytes")),
         human_bytes(orig),
         human_bytes(zip),
@@ -542,7 +546,7 @@ mod tests {
         assert_eq!((col("used"), col("create/s"), col("ops/s"), col("lookup/s")), ("8.0K", "5", "5", "0"));
         assert_eq!(col("pgin/s"), "-");
         // With a pager: tiers and page-in rates.
-        let keys = "ram_limit_bytes: 8388608\nram_bytes: 3145728\nresident_bytes: 2097152\n\
+        let keys = "ram_limit_bytes: 8388608\nram_bytes: 3145728\noverhead_bytes: 1048576\nresident_bytes: 2097152\n\
                     compressed_original_bytes: 4194304\ncompressed_bytes: 1048576\nbacking_bytes: 40960\n\
                     hits_total: 30\nmisses_total: 10\npage_ins_total: 10\n";
         let mut s2 = s.clone();
@@ -550,7 +554,10 @@ mod tests {
         let mut later2 = later.clone();
         later2.pager = parse_keys("pager", &keys.replace("page_ins_total: 10", "page_ins_total: 30")).unwrap();
         let t = table(&s2, "/mnt/x");
-        assert!(t.contains("ram 3.0M of 8.0M (38%)") && t.contains("(4.00x)") && t.contains("hits 30 (75%)"), "{t}");
+        assert!(
+            t.contains("ram 4.0M of 8.0M (50%; overhead 1.0M)") && t.contains("(4.00x)") && t.contains("hits 30 (75%)"),
+            "{t}"
+        );
         assert!(json(&s2, "/m").contains("\"pager\": {\"backing_bytes\": 40960"));
         let row = watch_row(&s2, &later2, "12:00:00");
         let cols: Vec<&str> = row.split_whitespace().collect();

@@ -682,6 +682,29 @@ def test_a_writer_of_a_memory_file_stays_under_the_ceiling():
         assert read_file(path) == b"v" * (2 * MIB) + b"w" * (4 * MIB)
 
 
+def test_pager_statistics_count_what_a_passthrough_writer_holds_while_open():
+    """The pager's figures take in what passthrough writers added before
+    they are shown, while those opens are still open. Before, memfs learnt
+    of a passthrough writer's pages only at its close (or a stat): a judge
+    saw memory_file_pages 0 and "ram 0B" while the writer held 300 MiB."""
+    with memfs("size=64M,ram=128M,passthrough=on,passthrough_min=1m,huge=never") as mnt:
+        path = os.path.join(mnt, "f")
+        make_file(path, 2 * MIB)
+        before = pager_keys(mnt)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            assert pt_stats(mnt)["passthrough_opens"] == 1
+            for at in range(2 * MIB, 22 * MIB, MIB):
+                assert os.pwrite(fd, b"p" * MIB, at) == MIB
+            s = pager_keys(mnt)
+            assert s["memory_file_pages"] - before["memory_file_pages"] >= 20 * MIB // PAGE, (before, s)
+            assert s["ram_bytes"] >= 22 * MIB, s
+            out = memfs_tool("stat", mnt)
+            assert "pager: ram 2" in out, out  # 22-23 MiB and its overhead
+        finally:
+            os.close(fd)
+
+
 def statx_times(path):
     """(mtime, ctime) in ns as stat(1) gets them: statx(2) for the fields
     asked, the call that found the stale times (os.stat's stat(2) did not)."""
