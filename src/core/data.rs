@@ -1009,6 +1009,17 @@ impl FileData {
         }
     }
 
+    /// Up to `n` compressed pages from index `from` on, in order.
+    pub fn zipped_from(&self, from: u64, n: usize) -> Vec<(u64, Arc<PageBuf>)> {
+        self.slots_from(from)
+            .filter_map(|(i, p)| match p {
+                Slot::Zip(z) => Some((i, z.clone())),
+                _ => None,
+            })
+            .take(n)
+            .collect()
+    }
+
     /// Move page `idx` from the compressed tier to the backing store at `r`
     /// if it is still the compressed page `z`.
     pub fn swap_zip_to_disk(&mut self, idx: u64, z: &Arc<PageBuf>, r: DiskRef) -> bool {

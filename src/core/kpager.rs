@@ -255,7 +255,7 @@ impl Fs {
             if in_use && busy {
                 return (0, true); // a busy file may be on probation: never take a file in use for it
             }
-            let (moved, _, was_busy) = self.page_out_memory_file(p, &inode, 0, max);
+            let (moved, _, was_busy) = self.page_out_memory_file(p, &inode, 0, max, false);
             busy |= was_busy;
             if moved > 0 {
                 return (moved, busy);
@@ -322,7 +322,7 @@ impl Fs {
         if data_lock(inode).read().kernel().is_some_and(|f| f.pinned()) {
             return Ok((0, None)); // the kernel holds it open: its pages stay
         }
-        let (moved, next, _) = self.page_out_memory_file(p, inode, from, max);
+        let (moved, next, _) = self.page_out_memory_file(p, inode, from, max, true);
         Ok((moved, next))
     }
 
@@ -332,7 +332,15 @@ impl Fs {
     /// lock if the file is still unpinned and the page unchanged. Returns
     /// the pages moved, the page after the last one looked at if more may
     /// follow, and whether the file's lock was busy.
-    fn page_out_memory_file(&self, p: &Pager, inode: &Inode, from: u64, max: usize) -> (u64, Option<u64>, bool) {
+    /// `deep`: as [`cold_slots`]'s (`memfs evict`).
+    fn page_out_memory_file(
+        &self,
+        p: &Pager,
+        inode: &Inode,
+        from: u64,
+        max: usize,
+        deep: bool,
+    ) -> (u64, Option<u64>, bool) {
         let lock = data_lock(inode);
         let (idxs, copies, next) = {
             let Some(data) = lock.try_read() else { return (0, Some(from), true) };
@@ -350,7 +358,7 @@ impl Fs {
             return (0, None, false);
         }
         let refs: Vec<&[u8]> = copies.iter().map(|c| &c[..]).collect();
-        let slots = cold_slots(p, &refs);
+        let slots = cold_slots(p, &refs, deep);
         let Some(mut data) = lock.try_write() else {
             slots.into_iter().flatten().for_each(|s| release_slot(p, s));
             return (0, next, true);

