@@ -490,6 +490,14 @@ mod tests {
         (Fs::new(cfg), pager, io)
     }
 
+    /// A mount of `max_pages` (size=; 0: none) with a `ram_pages` ceiling,
+    /// `codec`, and a store over `io` of `slots` slots.
+    fn mount_on(io: Arc<MemIo>, slots: u32, ram_pages: u64, codec: Codec, max_pages: u64) -> Fs {
+        let backing = Backing::with_io(Box::new(io), slots, "test".into());
+        let cfg = PagerConfig { ram: ram_pages * PAGE, codec, backing: Some(backing), readahead: 0 };
+        Fs::new(FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(max_pages, 0) })
+    }
+
     fn file(fs: &Fs, name: &str, pages: usize, fill: u8) -> Ino {
         let ino = fs.mknod(ROOT_INO, name.as_bytes(), libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         assert_eq!(fs.write(ino, 0, &vec![fill; pages * PAGE as usize], &ME), Ok(pages * PAGE as usize));
@@ -656,13 +664,7 @@ mod tests {
     /// those already compressed too, each counted once.
     #[test]
     fn evict_moves_resident_and_compressed_pages_to_the_store() {
-        let io = MemIo::new();
-        let backing = Backing::with_io(Box::new(io.clone()), 1000, "test".into());
-        let cfg = PagerConfig { ram: 64 * PAGE, codec: Codec::Lz4, backing: Some(backing), readahead: 0 };
-        let pager = Arc::new(Pager::new(cfg));
-        let mut cfg = FsConfig::with_limits(0, 0);
-        cfg.pager = Some(pager.clone());
-        let fs = Fs::new(cfg);
+        let fs = mount_on(MemIo::new(), 1000, 64, Codec::Lz4, 0);
         let a = file(&fs, "a", 16, 5);
         assert_eq!(fs.evict_file(a, 0, 100).unwrap(), (16, None));
         assert_eq!(fs.tiers(a).unwrap(), (0, 0, 16));
@@ -688,13 +690,7 @@ mod tests {
     /// shows that room, not size='s, and none once writes get ENOSPC.
     #[test]
     fn statfs_counts_only_the_room_the_ceiling_and_the_store_leave() {
-        let io = MemIo::new();
-        let backing = Backing::with_io(Box::new(io.clone()), 8, "test".into());
-        let cfg = PagerConfig { ram: 4 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
-        let pager = Arc::new(Pager::new(cfg));
-        let mut cfg = FsConfig::with_limits(1000, 0);
-        cfg.pager = Some(pager.clone());
-        let fs = Fs::new(cfg);
+        let fs = mount_on(MemIo::new(), 8, 4, Codec::Off, 1000);
         let free = fs.statfs().bfree;
         assert!((10..=12).contains(&free), "{free}: 4 pages of RAM and 8 slots");
         let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
@@ -705,9 +701,7 @@ mod tests {
         // A store in a directory: size= says, until its file system is full.
         let io = MemIo::new();
         io.room.store(8 * PAGE, O::SeqCst);
-        let backing = Backing::with_io(Box::new(io.clone()), u32::MAX, "test".into());
-        let cfg = PagerConfig { ram: 4 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
-        let fs = Fs::new(FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(1000, 0) });
+        let fs = mount_on(io, u32::MAX, 4, Codec::Off, 1000);
         assert_eq!(fs.statfs().bfree, 1000);
         let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         let n = fs.write(a, 0, &[1u8; 20 * PAGE as usize], &ME).unwrap() as u64;
