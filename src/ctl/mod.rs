@@ -11,8 +11,14 @@
 //! in the core at all) and refuses to create anything under it.
 //!
 //! Inode numbers: [`CTL_BIT`] | node << 48 | sequence. Directories have
-//! sequence 0 and a fixed number. Files get a new sequence, with a snapshot
-//! of their content, on every lookup (see `snapshots.rs` for why).
+//! sequence 0 and a fixed number. Where the mount answers OPEN (control
+//! files are then opened with direct I/O, never cached), a file keeps its
+//! inode number while the kernel holds it, and each open reads a snapshot
+//! of its own, rendered at the open: `cp` checks that the file it opened
+//! is the one it looked at, and refused every control file when each
+//! lookup gave a new inode number. Where it does not (the kernel then keeps
+//! a file's page cache across opens), files get a new sequence, with a
+//! snapshot of their content, on every lookup (see `snapshots.rs` for why).
 //!
 //! Permissions: files are owned by whoever mounted; tunables are 0644,
 //! everything else 0444, directories 0555. The kernel enforces them
@@ -30,10 +36,11 @@ pub mod stats;
 pub mod tunables;
 
 use crate::core::{Attr, Caller, DirItem, Fs, FsError, FsResult, Kind, SetAttr, Timespec, Whence, ROOT_INO};
-use crate::sync::Arc;
+use crate::sync::{Arc, Mutex};
 use metrics::View;
 use snapshots::{Snapshot, Snapshots, MAX_SNAPSHOTS, SEQ_BITS};
 use stats::Stats;
+use std::collections::HashMap;
 use tunables::{Knobs, Target, Tunable};
 
 /// Set in every control inode number, never in the core's.
@@ -84,6 +91,9 @@ pub struct Ctl {
     knobs: Arc<Knobs>,
     nodes: Vec<Node>,
     snapshots: Snapshots,
+    /// The inode number each file node keeps while the kernel holds it,
+    /// where the mount answers OPEN.
+    kept: Mutex<HashMap<usize, u64>>,
     created: Timespec,
 }
 
@@ -114,7 +124,8 @@ fn node_ino(id: usize, seq: u64) -> u64 {
 impl Ctl {
     pub fn new(cfg: CtlConfig, fs: Arc<Fs>, stats: Arc<Stats>, knobs: Arc<Knobs>) -> Ctl {
         let nodes = tree(&cfg.name);
-        Ctl { cfg, fs, stats, knobs, nodes, snapshots: Snapshots::new(MAX_SNAPSHOTS), created: Timespec::now() }
+        let snapshots = Snapshots::new(MAX_SNAPSHOTS);
+        Ctl { cfg, fs, stats, knobs, nodes, snapshots, kept: Mutex::new(HashMap::new()), created: Timespec::now() }
     }
 
     fn target(&self) -> Target<'_> {
@@ -206,6 +217,25 @@ impl Ctl {
         self.file_attr(id, ino, &snap)
     }
 
+    /// File `id` as a lookup gives it: `kept` (the mount answers OPEN, and
+    /// each open reads its own snapshot): under the inode number it has
+    /// while the kernel holds it, its snapshot rendered again (for the
+    /// size a stat shows); else under a new inode number.
+    fn looked_up(&self, id: usize, kept: bool) -> Attr {
+        if !kept {
+            return self.new_snapshot(id);
+        }
+        let mut map = self.kept.lock();
+        if let Some(&ino) = map.get(&id) {
+            let snap = Arc::new(Snapshot { content: self.render(id), time: Timespec::now() });
+            self.snapshots.insert(ino, snap.clone());
+            return self.file_attr(id, ino, &snap);
+        }
+        let attr = self.new_snapshot(id);
+        map.insert(id, attr.ino);
+        attr
+    }
+
     /// The snapshot of file inode `ino`, rendered again if it was dropped.
     fn snapshot(&self, id: usize, ino: u64) -> Arc<Snapshot> {
         self.snapshots.get(ino).unwrap_or_else(|| {
@@ -230,8 +260,9 @@ impl Ctl {
         }
     }
 
-    /// `name` in `parent`, where [`Ctl::owns_name`] said yes.
-    pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Attr> {
+    /// `name` in `parent`, where [`Ctl::owns_name`] said yes. `kept`: the
+    /// mount answers OPEN ([`Ctl::open`]), so a file keeps its inode number.
+    pub fn lookup(&self, parent: u64, name: &[u8], kept: bool) -> FsResult<Attr> {
         if parent == ROOT_INO {
             return if name == &*self.cfg.name { Ok(self.dir_attr(0)) } else { Err(FsError::NotFound) };
         }
@@ -242,7 +273,7 @@ impl Ctl {
         let (id, node) = self.children(pid).find(|(_, n)| &*n.name == name).ok_or(FsError::NotFound)?;
         Ok(match node.body {
             Body::Dir => self.dir_attr(id),
-            _ => self.new_snapshot(id),
+            _ => self.looked_up(id, kept),
         })
     }
 
@@ -250,6 +281,34 @@ impl Ctl {
     pub fn forget(&self, ino: u64) {
         if ino & SEQ_MASK != 0 {
             self.snapshots.remove(ino);
+            let id = ((ino >> SEQ_BITS) & NODE_MASK) as usize;
+            let mut kept = self.kept.lock();
+            if kept.get(&id) == Some(&ino) {
+                kept.remove(&id);
+            }
+        }
+    }
+
+    /// An open of file `ino` (where the mount answers OPEN): its content
+    /// rendered now, for this open's reads, and for the inode's size as
+    /// a stat shows it (fstat of the open file matches what it reads).
+    /// Returns the handle its reads and release carry.
+    pub fn open(&self, ino: u64) -> FsResult<u64> {
+        let (id, node) = self.node(ino)?;
+        if matches!(node.body, Body::Dir) {
+            return Err(FsError::IsDir);
+        }
+        let fh = node_ino(id, self.snapshots.next_seq());
+        let snap = Arc::new(Snapshot { content: self.render(id), time: Timespec::now() });
+        self.snapshots.insert(ino, snap.clone());
+        self.snapshots.insert(fh, snap);
+        Ok(fh)
+    }
+
+    /// The open with handle `fh` ended.
+    pub fn release(&self, fh: u64) {
+        if is_ctl_ino(fh) {
+            self.snapshots.remove(fh);
         }
     }
 
@@ -280,12 +339,15 @@ impl Ctl {
         Ok(attr)
     }
 
-    pub fn read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    /// Read file `ino` through the open with handle `fh` (0: none, the
+    /// mount does not answer OPEN): that open's snapshot, else the inode's.
+    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         let (id, node) = self.node(ino)?;
         if matches!(node.body, Body::Dir) {
             return Err(FsError::IsDir);
         }
-        let snap = self.snapshot(id, ino);
+        let own = is_ctl_ino(fh) && fh & !SEQ_MASK == ino & !SEQ_MASK && fh & SEQ_MASK != 0;
+        let snap = self.snapshot(id, if own { fh } else { ino });
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(snap.content.len());
         let end = start.saturating_add(size as usize).min(snap.content.len());
         Ok(snap.content[start..end].to_vec())
@@ -343,6 +405,7 @@ impl Ctl {
         ino: u64,
         offset: u64,
         plus: bool,
+        kept: bool,
         emit: &mut dyn FnMut(DirItem<'_>) -> bool,
     ) -> FsResult<()> {
         let (id, node) = self.node(ino)?;
@@ -365,7 +428,7 @@ impl Ctl {
                     attr: plus.then(|| self.dir_attr(t)),
                 },
                 Some(t) if plus => {
-                    let attr = self.new_snapshot(t);
+                    let attr = self.looked_up(t, kept);
                     let ino = attr.ino;
                     if !emit(DirItem { name, ino, kind: Kind::File, offset: next, attr: Some(attr) }) {
                         self.snapshots.remove(ino); // not sent: the kernel holds no reference

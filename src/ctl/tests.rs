@@ -23,16 +23,16 @@ fn who(uid: u32) -> Caller {
 }
 
 fn path(c: &Ctl, p: &[&str]) -> FsResult<Attr> {
-    let mut attr = c.lookup(ROOT_INO, b".memfs")?;
+    let mut attr = c.lookup(ROOT_INO, b".memfs", false)?;
     for name in p {
-        attr = c.lookup(attr.ino, name.as_bytes())?;
+        attr = c.lookup(attr.ino, name.as_bytes(), false)?;
     }
     Ok(attr)
 }
 
 fn content(c: &Ctl, p: &[&str]) -> String {
     let a = path(c, p).unwrap();
-    String::from_utf8(c.read(a.ino, 0, u32::MAX).unwrap()).unwrap()
+    String::from_utf8(c.read(a.ino, 0, 0, u32::MAX).unwrap()).unwrap()
 }
 
 #[test]
@@ -42,7 +42,7 @@ fn names_are_owned_only_in_the_root_or_inside() {
     assert!(!c.owns_name(ROOT_INO, b"memfs"));
     assert!(!c.owns_name(2, b".memfs"));
     assert!(c.owns_name(CTL_BIT, b"anything"));
-    assert_eq!(c.lookup(ROOT_INO, b"x"), Err(FsError::NotFound));
+    assert_eq!(c.lookup(ROOT_INO, b"x", false), Err(FsError::NotFound));
 }
 
 #[test]
@@ -59,26 +59,52 @@ fn directories_have_fixed_numbers_and_files_new_ones_each_lookup() {
     assert_eq!((a.kind, a.perm), (Kind::File, 0o444));
     assert_eq!(path(&c, &["opts", "size"]).unwrap().perm, 0o644);
     assert_eq!(path(&c, &["opts", "nope"]), Err(FsError::NotFound));
-    assert_eq!(c.lookup(a.ino, b"x"), Err(FsError::NotDir));
+    assert_eq!(c.lookup(a.ino, b"x", false), Err(FsError::NotDir));
 }
 
 #[test]
 fn a_snapshot_keeps_its_content_until_forgotten() {
     let c = ctl();
     let old = path(&c, &["opts", "size"]).unwrap();
-    assert_eq!(c.read(old.ino, 0, 100).unwrap(), b"1048576\n");
+    assert_eq!(c.read(old.ino, 0, 0, 100).unwrap(), b"1048576\n");
     assert_eq!(old.size, 8);
     c.write(path(&c, &["opts", "size"]).unwrap().ino, 0, b"2M\n", &who(OWNER)).unwrap();
     // The old inode still shows what was there when it was looked up...
-    assert_eq!(c.read(old.ino, 0, 100).unwrap(), b"1048576\n");
-    assert_eq!(c.read(old.ino, 3, 2).unwrap(), b"85");
-    assert_eq!(c.read(old.ino, 100, 2).unwrap(), b"");
-    assert_eq!(c.read(old.ino, u64::MAX, u32::MAX).unwrap(), b"");
+    assert_eq!(c.read(old.ino, 0, 0, 100).unwrap(), b"1048576\n");
+    assert_eq!(c.read(old.ino, 0, 3, 2).unwrap(), b"85");
+    assert_eq!(c.read(old.ino, 0, 100, 2).unwrap(), b"");
+    assert_eq!(c.read(old.ino, 0, u64::MAX, u32::MAX).unwrap(), b"");
     // ...a new lookup shows the new value.
     assert_eq!(content(&c, &["opts", "size"]), "2097152\n");
     // After FORGET a late read renders again rather than failing.
     c.forget(old.ino);
-    assert_eq!(c.read(old.ino, 0, 100).unwrap(), b"2097152\n");
+    assert_eq!(c.read(old.ino, 0, 0, 100).unwrap(), b"2097152\n");
+}
+
+/// Where the mount answers OPEN: a file keeps its inode number from
+/// lookup to lookup (so `cp`'s check that it opened what it looked at
+/// holds), and each open reads what was there at that open.
+#[test]
+fn kept_inode_numbers_with_a_snapshot_per_open() {
+    let c = ctl();
+    let opts = path(&c, &["opts"]).unwrap().ino;
+    let size = c.lookup(opts, b"size", true).unwrap();
+    assert_eq!(c.lookup(opts, b"size", true).unwrap().ino, size.ino);
+    let before = c.open(size.ino).unwrap();
+    c.write(size.ino, 0, b"2M\n", &who(OWNER)).unwrap();
+    let after = c.open(size.ino).unwrap();
+    assert_eq!(c.read(size.ino, before, 0, 100).unwrap(), b"1048576\n");
+    assert_eq!(c.read(size.ino, after, 0, 100).unwrap(), b"2097152\n");
+    assert_eq!(c.getattr(size.ino).unwrap().size, 8);
+    c.release(before);
+    c.release(after);
+    // Forgotten: the next lookup hands out a new number.
+    c.forget(size.ino);
+    let again = c.lookup(opts, b"size", true).unwrap();
+    assert_ne!(again.ino, size.ino);
+    assert_eq!(c.lookup(opts, b"size", true).unwrap().ino, again.ino);
+    // Without kept numbers every lookup gives a new one.
+    assert_ne!(c.lookup(opts, b"size", false).unwrap().ino, again.ino);
 }
 
 #[test]
@@ -96,7 +122,7 @@ fn writes_are_checked() {
     assert_eq!(c.write(usage, 0, b"1", &who(0)), Err(FsError::Access));
     let stats = path(&c, &["stats"]).unwrap().ino;
     assert_eq!(c.write(stats, 0, b"1", &who(0)), Err(FsError::IsDir));
-    assert_eq!(c.read(stats, 0, 1), Err(FsError::IsDir));
+    assert_eq!(c.read(stats, 0, 0, 1), Err(FsError::IsDir));
 }
 
 #[test]
@@ -127,7 +153,7 @@ fn stale_numbers_are_refused() {
 
 fn listing(c: &Ctl, dir: u64, offset: u64, plus: bool, room: usize) -> Vec<(String, u64, Option<Attr>)> {
     let mut out = vec![];
-    c.readdir(dir, offset, plus, &mut |item| {
+    c.readdir(dir, offset, plus, false, &mut |item| {
         if out.len() == room {
             return false;
         }
@@ -181,7 +207,7 @@ fn readdirplus_gives_snapshots_with_sizes_and_drops_unsent_ones() {
     assert_eq!(c.snapshots.len(), before + files);
     let size = all.iter().find(|e| e.0 == "size").unwrap().2.unwrap();
     assert_eq!(size.size, 8);
-    assert_eq!(c.read(size.ino, 0, 100).unwrap(), b"1048576\n");
+    assert_eq!(c.read(size.ino, 0, 0, 100).unwrap(), b"1048576\n");
     // A reply buffer with room for 3 entries: README is sent, size is not.
     let partial = listing(&c, opts, 0, true, 3);
     assert_eq!(partial.len(), 3);

@@ -189,7 +189,7 @@ impl MemFs {
 
     fn list(&self, ino: INodeNo, offset: u64, plus: bool, emit: &mut dyn FnMut(DirItem<'_>) -> bool) -> FsResult<()> {
         match self.ctl(ino) {
-            Some(ctl) => ctl.readdir(ino.0, offset, plus, emit),
+            Some(ctl) => ctl.readdir(ino.0, offset, plus, self.answers_open(), emit),
             None => self.fs.readdir(ino.0, offset, plus, emit),
         }
     }
@@ -335,7 +335,7 @@ impl Filesystem for MemFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         if let Some(ctl) = self.ctl_name(parent, name) {
-            return reply_entry(reply, ctl.lookup(parent.0, bytes(name)));
+            return reply_entry(reply, ctl.lookup(parent.0, bytes(name), self.answers_open()));
         }
         // "." and ".." come only from the kernel's export path (file
         // handles, FUSE_EXPORT_SUPPORT): a path walk resolves them itself.
@@ -559,12 +559,15 @@ impl Filesystem for MemFs {
     /// each open gets its file's policy (core/cache.rs) as flags, or
     /// passthrough, with what its access time needs (`cached_open_flags`).
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        if self.ctl(ino).is_some() {
-            // ENOSYS here would stop OPEN for the whole mount: answer, uncached.
-            return if self.answers_open() {
-                reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH)
-            } else {
-                reply.error(self.unsupported(ino))
+        if let Some(ctl) = self.ctl(ino) {
+            // ENOSYS here would stop OPEN for the whole mount: answer,
+            // uncached, with this open's own snapshot of the file.
+            if !self.answers_open() {
+                return reply.error(self.unsupported(ino));
+            }
+            return match ctl.open(ino.0) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_NOFLUSH),
+                Err(e) => reply.error(errno(e)),
             };
         }
         if !self.answers_open() {
@@ -627,7 +630,9 @@ impl Filesystem for MemFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if self.ctl(ino).is_none() && self.passthrough.release(&self.fs, ino, fh) {
+        if let Some(ctl) = self.ctl(ino) {
+            ctl.release(fh.0);
+        } else if self.passthrough.release(&self.fs, ino, fh) {
             self.invalidator.drop_cached(ino.0, 0, 0);
         }
         reply.ok();
@@ -643,7 +648,7 @@ impl Filesystem for MemFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -651,7 +656,7 @@ impl Filesystem for MemFs {
         reply: ReplyData,
     ) {
         if let Some(ctl) = self.ctl(ino) {
-            return match ctl.read(ino.0, offset, size) {
+            return match ctl.read(ino.0, fh.0, offset, size) {
                 Ok(data) => reply.data(&data),
                 Err(e) => reply.error(errno(e)),
             };

@@ -116,6 +116,26 @@ def test_sizes_in_stat_match_contents():
         assert sizes["README"] == len(read(ctl(mnt, "stats", "README")).encode())
 
 
+def test_cp_copies_the_control_directory():
+    """cp checks that the file it opened is the one it looked at (same
+    inode number); each lookup used to give a control file a new one, and
+    cp skipped every file ("replaced while being copied"). Where the mount
+    answers OPEN a file keeps its number and each open reads its own
+    snapshot."""
+    with mounted("memfs", "size=1M") as mnt:
+        dest = os.path.join(mnt, "copy")
+        done = subprocess.run(["cp", "-r", ctl(mnt), dest], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert read(os.path.join(dest, "opts", "size")) == "1048576\n"
+        assert sorted(os.listdir(os.path.join(dest, "stats"))) == sorted(os.listdir(ctl(mnt, "stats")))
+        # Still fresh at every open, under the one inode number.
+        ino = os.stat(ctl(mnt, "stats", "usage")).st_ino
+        before = keys(mnt, "usage")["inodes_used"]
+        os.mknod(os.path.join(mnt, "n"))
+        assert keys(mnt, "usage")["inodes_used"] == before + 1
+        assert os.stat(ctl(mnt, "stats", "usage")).st_ino == ino
+
+
 def test_every_read_is_fresh():
     with mounted("memfs", "size=1M") as mnt:
         before = keys(mnt, "usage")
