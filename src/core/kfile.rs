@@ -544,8 +544,11 @@ impl Fs {
         let sequential = data.note_read(off, len as usize);
         let (from, to) = range(len);
         let cold = data.cold_between(from, to);
+        if cold.is_empty() {
+            return Ok(None);
+        }
         let through = force || p.no_room(cold.len()); // RAM and the backing store full: any reader
-        if cold.is_empty() || (!through && (sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i)))) {
+        if !through && (sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i))) {
             return Ok(None);
         }
         drop(data);

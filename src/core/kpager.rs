@@ -588,6 +588,20 @@ mod tests {
         assert!(!fs.passthrough_may_write());
         let (fs, _) = mount_without_store(8);
         assert!(!fs.passthrough_may_write());
+        // The private tmpfs, whose limit the kernel enforces: only where
+        // size= is at most ram=.
+        for (size_pages, ram_pages, may) in [(64, 128, true), (64, 64, true), (64, 32, false), (0, 32, false)] {
+            let store = KernelStore::new(size_pages * PAGE, Huge::Never, "default");
+            if store.kind() != "tmpfs" {
+                eprintln!("skipped: no private tmpfs here (not root)");
+                return;
+            }
+            let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
+            let cfg = PagerConfig { ram: ram_pages * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+            let mut cfg = FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(size_pages, 0) };
+            cfg.kernel_files = Some((store, 2 * PAGE));
+            assert_eq!(Fs::new(cfg).passthrough_may_write(), may, "size {size_pages} pages, ram {ram_pages}");
+        }
     }
 
     #[test]

@@ -514,17 +514,21 @@ impl Fs {
         }
     }
 
-    /// The pager's figures, if this mount has one. While passthrough opens
-    /// hold memory files, what their writers added is taken in first: the
-    /// pager learns of it otherwise only at a close, a stat or a statfs
-    /// (a judge's walk: `memory_file_pages` 0 and "ram 0B" while a writer
-    /// held 300 MiB).
+    /// The pager's figures, if this mount has one.
     pub fn pager_stats(&self) -> Option<pager::PagerStats> {
-        let p = self.pager.as_ref()?;
-        if self.kernel_store.as_ref().is_some_and(|s| s.pinned_opens() > 0) {
+        self.pager.as_ref().map(|p| p.stats())
+    }
+
+    /// As [`Fs::pager_stats`], for a report of them: while passthrough
+    /// opens hold memory files, what their writers added is taken in first
+    /// (an fstat per memory file). The pager learns of it otherwise only at
+    /// a close, a stat or a statfs (a judge's walk: `memory_file_pages` 0
+    /// and "ram 0B" while a writer held 300 MiB).
+    pub fn pager_stats_now(&self) -> Option<pager::PagerStats> {
+        if self.pager.is_some() && self.kernel_store.as_ref().is_some_and(|s| s.pinned_opens() > 0) {
             self.sync_all_kernel_files();
         }
-        Some(p.stats())
+        self.pager_stats()
     }
 
     /// Change `ram=` live (bytes, 0 = no ceiling); EINVAL without a pager.

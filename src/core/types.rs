@@ -274,7 +274,11 @@ impl SetAttr {
 pub struct StatFs {
     /// Total data pages (0 = unlimited).
     pub blocks: u64,
+    /// Pages free under `size=` (`df`'s used = blocks - bfree).
     pub bfree: u64,
+    /// Pages a writer may still fill (`df`'s avail): `bfree`, or less under
+    /// a ceiling whose backing store bounds what more fits.
+    pub bavail: u64,
     /// Total inodes (0 = unlimited).
     pub files: u64,
     pub ffree: u64,

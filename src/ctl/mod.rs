@@ -48,6 +48,9 @@ pub const CTL_BIT: u64 = 1 << 63;
 const NODE_MASK: u64 = (1 << (63 - SEQ_BITS)) - 1;
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
 
+/// Statistics files that show the pager's figures.
+const PAGER_FILES: [&[u8]; 2] = [b"pager", b"prometheus"];
+
 /// Whether `ino` belongs to the control directory.
 pub fn is_ctl_ino(ino: u64) -> bool {
     ino & CTL_BIT != 0
@@ -91,9 +94,14 @@ pub struct Ctl {
     knobs: Arc<Knobs>,
     nodes: Vec<Node>,
     snapshots: Snapshots,
-    /// The inode number each file node keeps while the kernel holds it,
-    /// where the mount answers OPEN.
+    /// The inode number each file node keeps where the mount answers OPEN
+    /// (for good: FORGET drops only its snapshot, since the kernel forgets
+    /// a control file as soon as a stat of it is done, TTL 0, and `cp`'s
+    /// open comes after).
     kept: Mutex<HashMap<usize, u64>>,
+    /// Each open's snapshot, by its file handle, until its RELEASE (not
+    /// in `snapshots`, whose bound could drop one in the middle of a read).
+    opened: Mutex<HashMap<u64, Arc<Snapshot>>>,
     created: Timespec,
 }
 
@@ -125,7 +133,8 @@ impl Ctl {
     pub fn new(cfg: CtlConfig, fs: Arc<Fs>, stats: Arc<Stats>, knobs: Arc<Knobs>) -> Ctl {
         let nodes = tree(&cfg.name);
         let snapshots = Snapshots::new(MAX_SNAPSHOTS);
-        Ctl { cfg, fs, stats, knobs, nodes, snapshots, kept: Mutex::new(HashMap::new()), created: Timespec::now() }
+        let (kept, opened) = (Mutex::new(HashMap::new()), Mutex::new(HashMap::new()));
+        Ctl { cfg, fs, stats, knobs, nodes, snapshots, kept, opened, created: Timespec::now() }
     }
 
     fn target(&self) -> Target<'_> {
@@ -156,7 +165,10 @@ impl Ctl {
         Ok((id, node))
     }
 
-    fn view(&self) -> View<'_> {
+    /// What statistics files render from; `pager_now`: the pager's figures
+    /// with what passthrough writers added taken in first (for the files
+    /// that show them: [`PAGER_FILES`]).
+    fn view(&self, pager_now: bool) -> View<'_> {
         View {
             fs: &self.fs,
             usage: self.fs.usage(),
@@ -164,7 +176,7 @@ impl Ctl {
             snapshots: self.snapshots.len(),
             mountpoint: &self.cfg.mountpoint,
             options: &self.cfg.options,
-            pager: self.fs.pager_stats().unwrap_or_default(),
+            pager: if pager_now { self.fs.pager_stats_now() } else { self.fs.pager_stats() }.unwrap_or_default(),
         }
     }
 
@@ -172,7 +184,7 @@ impl Ctl {
         match self.nodes[id].body {
             Body::Dir => vec![],
             Body::Tunable(t) => format!("{}\n", (t.get)(&self.target())).into_bytes(),
-            Body::Text(f) => f(&self.view()).into_bytes(),
+            Body::Text(f) => f(&self.view(PAGER_FILES.contains(&&*self.nodes[id].name))).into_bytes(),
         }
     }
 
@@ -218,22 +230,17 @@ impl Ctl {
     }
 
     /// File `id` as a lookup gives it: `kept` (the mount answers OPEN, and
-    /// each open reads its own snapshot): under the inode number it has
-    /// while the kernel holds it, its snapshot rendered again (for the
-    /// size a stat shows); else under a new inode number.
+    /// each open reads its own snapshot): under the inode number it keeps,
+    /// its snapshot rendered again (for the size a stat shows); else under
+    /// a new inode number.
     fn looked_up(&self, id: usize, kept: bool) -> Attr {
         if !kept {
             return self.new_snapshot(id);
         }
-        let mut map = self.kept.lock();
-        if let Some(&ino) = map.get(&id) {
-            let snap = Arc::new(Snapshot { content: self.render(id), time: Timespec::now() });
-            self.snapshots.insert(ino, snap.clone());
-            return self.file_attr(id, ino, &snap);
-        }
-        let attr = self.new_snapshot(id);
-        map.insert(id, attr.ino);
-        attr
+        let ino = *self.kept.lock().entry(id).or_insert_with(|| node_ino(id, self.snapshots.next_seq()));
+        let snap = Arc::new(Snapshot { content: self.render(id), time: Timespec::now() });
+        self.snapshots.insert(ino, snap.clone());
+        self.file_attr(id, ino, &snap)
     }
 
     /// The snapshot of file inode `ino`, rendered again if it was dropped.
@@ -277,15 +284,13 @@ impl Ctl {
         })
     }
 
-    /// The kernel dropped its references to `ino`.
+    /// The kernel dropped its references to `ino`. A kept inode number
+    /// stays its file's (only its snapshot goes): the kernel forgets a
+    /// control file as soon as a stat of it is done, and may look it up
+    /// again under the same number.
     pub fn forget(&self, ino: u64) {
         if ino & SEQ_MASK != 0 {
             self.snapshots.remove(ino);
-            let id = ((ino >> SEQ_BITS) & NODE_MASK) as usize;
-            let mut kept = self.kept.lock();
-            if kept.get(&id) == Some(&ino) {
-                kept.remove(&id);
-            }
         }
     }
 
@@ -301,15 +306,21 @@ impl Ctl {
         let fh = node_ino(id, self.snapshots.next_seq());
         let snap = Arc::new(Snapshot { content: self.render(id), time: Timespec::now() });
         self.snapshots.insert(ino, snap.clone());
-        self.snapshots.insert(fh, snap);
+        self.opened.lock().insert(fh, snap);
         Ok(fh)
     }
 
     /// The open with handle `fh` ended.
     pub fn release(&self, fh: u64) {
-        if is_ctl_ino(fh) {
-            self.snapshots.remove(fh);
-        }
+        self.opened.lock().remove(&fh);
+    }
+
+    /// What file `ino` reads through the open with handle `fh` (0: none,
+    /// the mount does not answer OPEN): that open's snapshot, else the
+    /// inode's.
+    fn content_of(&self, id: usize, ino: u64, fh: u64) -> Arc<Snapshot> {
+        let own = self.opened.lock().get(&fh).filter(|_| fh & !SEQ_MASK == ino & !SEQ_MASK).cloned();
+        own.unwrap_or_else(|| self.snapshot(id, ino))
     }
 
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
@@ -346,8 +357,7 @@ impl Ctl {
         if matches!(node.body, Body::Dir) {
             return Err(FsError::IsDir);
         }
-        let own = is_ctl_ino(fh) && fh & !SEQ_MASK == ino & !SEQ_MASK && fh & SEQ_MASK != 0;
-        let snap = self.snapshot(id, if own { fh } else { ino });
+        let snap = self.content_of(id, ino, fh);
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(snap.content.len());
         let end = start.saturating_add(size as usize).min(snap.content.len());
         Ok(snap.content[start..end].to_vec())
@@ -370,12 +380,13 @@ impl Ctl {
     }
 
     /// SEEK_DATA / SEEK_HOLE: a control file is all data.
-    pub fn lseek(&self, ino: u64, offset: u64, whence: Whence) -> FsResult<u64> {
+    /// SEEK_DATA/SEEK_HOLE in file `ino` as read through handle `fh`.
+    pub fn lseek(&self, ino: u64, fh: u64, offset: u64, whence: Whence) -> FsResult<u64> {
         let (id, node) = self.node(ino)?;
         if matches!(node.body, Body::Dir) {
             return Err(FsError::Invalid);
         }
-        let len = self.snapshot(id, ino).content.len() as u64;
+        let len = self.content_of(id, ino, fh).content.len() as u64;
         if offset >= len {
             return Err(FsError::NoDataAtOffset);
         }

@@ -791,7 +791,7 @@ impl Filesystem for MemFs {
     /// each FORGET, at most its grace period) for one of them to go.
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let send = |reply: ReplyStatfs, s: crate::core::StatFs| {
-            reply.statfs(s.blocks, s.bfree, s.bfree, s.files, s.ffree, s.bsize, s.namelen, s.bsize)
+            reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize)
         };
         let orphans = self.fs.orphans();
         if orphans == 0 || !self.passthrough.enabled() {
@@ -935,7 +935,7 @@ impl Filesystem for MemFs {
         }
     }
 
-    fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+    fn lseek(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
         let whence = match whence {
             libc::SEEK_DATA => Whence::Data,
             libc::SEEK_HOLE => Whence::Hole,
@@ -945,7 +945,7 @@ impl Filesystem for MemFs {
             return reply.error(Errno::from_i32(libc::ENXIO));
         };
         let result = match self.ctl(ino) {
-            Some(ctl) => ctl.lseek(ino.0, offset, whence),
+            Some(ctl) => ctl.lseek(ino.0, fh.0, offset, whence),
             None => self.fs.lseek(ino.0, offset, whence),
         };
         match result {

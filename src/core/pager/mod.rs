@@ -458,23 +458,20 @@ impl Pager {
     /// 10.9 s instead of 0.43). Reads stay right and RAM under the ceiling;
     /// paged-out pages come back once the store has room again.
     pub fn no_room(&self, pages: usize) -> bool {
-        self.backing.as_ref().is_some_and(Backing::full) && !self.admits(pages as u64 * PAGE)
+        !self.admits(pages as u64 * PAGE) && self.backing.as_ref().is_some_and(Backing::full)
     }
 
     /// Pages more that file data could take, where the pager knows a bound
     /// (statfs: `df` then says what a writer would meet): room under the
-    /// ceiling plus the free slots of a block-device store, or only the
-    /// room under the ceiling while a store in a directory is full. `None`
-    /// where it does not bound them: no ceiling, no store (how much more
-    /// fits depends on how pages compress), or a directory store with
-    /// room (its file system's).
+    /// ceiling plus what the store can take (a device's free slots; for a
+    /// store in a directory, its file system's free space and its own freed
+    /// slots). `None` where it does not bound them: no ceiling, or no store
+    /// (how much more fits depends on how pages compress). Pages that
+    /// compress take less than this says: it errs on the low side.
     pub fn room_pages(&self) -> Option<u64> {
         let b = self.backing.as_ref().filter(|_| self.limit() > 0)?;
         let ram = self.limit().saturating_sub(self.charged_bytes()) / PAGE;
-        if b.full() {
-            return Some(ram);
-        }
-        b.capacity().map(|c| ram + c.saturating_sub(b.used()))
+        b.room_slots().map(|slots| ram + slots)
     }
 
     pub(super) fn zip_over_share(&self) -> bool {
@@ -716,7 +713,7 @@ impl Pager {
 
     /// A backing-store write failed: ENOSPC (store full) or an I/O error.
     pub(super) fn store_failed(&self, e: &std::io::Error) {
-        if e.raw_os_error() == Some(libc::ENOSPC) {
+        if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
             bump(&self.c.backing_full, 1);
         } else {
             bump(&self.c.io_errors, 1);
