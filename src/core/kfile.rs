@@ -150,6 +150,20 @@ impl Fs {
         self.rebalance_kernel_limit();
     }
 
+    /// Take in what passthrough writers added to the memory files that
+    /// passthrough opens hold now (the background reclaimer, while any
+    /// are: core/reclaim.rs). A file whose lock is busy is left for the
+    /// next time: the reclaimer never waits on a file.
+    pub(super) fn sync_pinned_kernel_files(&self) {
+        for ino in self.kernel_file_inos() {
+            let Ok(inode) = self.get(ino) else { continue };
+            let Some(data) = inode.file().and_then(|lock| lock.try_read()) else { continue };
+            if data.kernel().is_some_and(MemFile::pinned) {
+                self.sync_kernel(&inode, &data);
+            }
+        }
+    }
+
     /// Inodes whose bytes are in memory files (forgetting those gone).
     pub(super) fn kernel_file_inos(&self) -> Vec<Ino> {
         let mut set = self.kernel_inos.lock();

@@ -27,9 +27,11 @@
 //! ([`Fs::passthrough_may_write`]); where `size=` is at most `ram=` the
 //! private tmpfs's limit keeps a passthrough writer inside the ceiling.
 //! One gap: a writable open of a file that passthrough opens hold must
-//! join them (the kernel refuses mixed opens), and may grow it past
-//! `ram=` until the last of them closes; the pager then catches up
-//! (docs/PASSTHROUGH.md).
+//! join them (the kernel refuses mixed opens) and grows it behind memfs's
+//! back. While passthrough opens exist the background reclaimer takes in
+//! such growth every 100 ms and pages out other files' pages to keep the
+//! ceiling; only when nothing else can leave RAM does the file pass it,
+//! until its last passthrough close (docs/PASSTHROUGH.md).
 //!
 //! Locking as in reclaim.rs: no file lock is held while compressing or
 //! doing I/O to the backing store, and a victim's lock is only tried.

@@ -21,6 +21,10 @@ const BATCH: usize = 32;
 /// RAM over the ceiling.
 const RETRY_BUSY: std::time::Duration = std::time::Duration::from_millis(10);
 
+/// How often the background reclaimer takes in what passthrough writers
+/// added to memory files while passthrough opens hold any.
+const PINNED_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Give back a slot made for a page that did not take it.
 fn release(p: &Pager, slot: Slot) {
     if let (Slot::Disk(r), Some(b)) = (&slot, p.backing()) {
@@ -118,6 +122,16 @@ impl Fs {
     /// the low one. Returns false when this mount has no ceiling to keep.
     pub fn reclaim_ahead(&self, timeout: std::time::Duration) -> bool {
         let Some(p) = self.pager.as_deref() else { return false };
+        // While passthrough opens hold memory files, writers may grow them
+        // behind memfs's back (a writable open that joined readers' opens;
+        // any writer where size= is at most ram=): take that in every
+        // PINNED_POLL, so that other files' pages leave RAM as they grow
+        // (they count under the ceiling), not only after the last close.
+        let pinned = self.kernel_store.as_ref().is_some_and(|s| s.pinned_opens() > 0) && p.limit() > 0;
+        if pinned {
+            self.sync_pinned_kernel_files(); // wakes the wait below if they grew
+        }
+        let timeout = if pinned { timeout.min(PINNED_POLL) } else { timeout };
         if p.wait_for_pressure(timeout) && p.limit() > 0 {
             // Room for the gap between the ceiling and the low watermark.
             let could = self.make_room(p.limit() - p.low_watermark());

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conformance.helpers import link_fd
-from mounts import MEMFS_BIN, NOBODY_GID, NOBODY_UID, run_as, umount
+from mounts import MEMFS_BIN, NOBODY_GID, NOBODY_UID, daemon_pid, run_as, umount
 from pager.helpers import (MIB, PAGE, drop_caches, io_stats, memfs, punch_hole, require_root_and_memfs,
                            settle, write_all)
 
@@ -680,6 +680,48 @@ def test_a_writer_of_a_memory_file_stays_under_the_ceiling():
             assert pt_stats(mnt)["passthrough_opens"] == 1
         assert io_bytes(mnt)[1] == before, "with size= <= ram= a writer passes through"
         assert read_file(path) == b"v" * (2 * MIB) + b"w" * (4 * MIB)
+
+
+def store_file_of(mnt, store_dir):
+    """The daemon's backing-store file in `store_dir` (unnamed: found
+    through the daemon's open files)."""
+    pid = daemon_pid(mnt)
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if target.startswith(store_dir + "/"):
+            return f"/proc/{pid}/fd/{fd}"
+    raise AssertionError(f"no store file of {mnt} in {store_dir}")
+
+
+def test_a_writer_joining_passthrough_readers_makes_other_files_page_out():
+    """Under ram= below size= a writable open of a file that passthrough
+    opens hold must join them (the kernel refuses mixed opens), and grows
+    the file behind memfs's back. The pager takes that in while the opens
+    last (every 100 ms) and pages out other files' pages to keep the
+    ceiling; before, nothing left RAM until the last close."""
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as store, \
+            memfs(f"size=64M,ram=8M,backing={store},passthrough=on,passthrough_min=1m,huge=never") as mnt:
+        other = os.path.join(mnt, "other")
+        with open(other, "wb") as f:
+            f.write(os.urandom(4 * MIB))  # random: it goes to the store whole when it leaves RAM
+        log = os.path.join(mnt, "log")
+        make_file(log, MIB)
+        with open(log, "rb") as reader:
+            assert pt_stats(mnt)["passthrough_opens"] == 1
+            # Watched through the store's file itself: a statfs (`memfs
+            # where` makes one) or a read of stats/pager takes the growth in.
+            store_file = store_file_of(mnt, store)
+            assert os.stat(store_file).st_blocks == 0
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+            try:
+                assert pt_stats(mnt)["passthrough_opens"] == 2, "the writer did not join the reader"
+                for _ in range(5):
+                    assert os.write(fd, os.urandom(MIB)) == MIB
+                stored = settle(lambda: os.stat(store_file).st_blocks * 512, lambda b: b >= 2 * MIB)
+                assert stored >= 2 * MIB, "nothing left RAM while the joined writer grew its file"
+            finally:
+                os.close(fd)
+            assert reader.read(10) == b"a" * 10
 
 
 def test_pager_statistics_count_what_a_passthrough_writer_holds_while_open():
