@@ -78,8 +78,12 @@ impl Fs {
     /// since memfs last looked: size, pages, and the times their I/O set.
     pub(super) fn sync_kernel(&self, inode: &Inode, data: &FileData) {
         let Some(f) = data.kernel() else { return };
-        let Ok(Some((old, new))) = f.changes() else { return };
+        // The metadata lock before the changes are taken: two syncs (the
+        // reclaimer's and a request's) under the shared data lock then
+        // apply them in the order they took them, and a setattr that
+        // syncs first cannot find them taken but not yet applied.
         let mut m = inode.meta();
+        let Ok(Some((old, new))) = f.changes() else { return };
         self.settle(&mut m, data, &old, &new);
         // What the kernel did came after memfs's last change of this file
         // (every operation takes foreign changes in first), so its times are

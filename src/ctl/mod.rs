@@ -323,9 +323,14 @@ impl Ctl {
         own.unwrap_or_else(|| self.snapshot(id, ino))
     }
 
-    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        let (id, _) = self.node(ino)?;
-        Ok(self.attr(id, ino))
+    /// Attributes of `ino`; as seen through the open with handle `fh`
+    /// (fstat: the size that open reads), where there is one.
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<Attr> {
+        let (id, node) = self.node(ino)?;
+        Ok(match (fh, &node.body) {
+            (Some(fh), Body::Tunable(_) | Body::Text(_)) => self.file_attr(id, ino, &self.content_of(id, ino, fh)),
+            _ => self.attr(id, ino),
+        })
     }
 
     /// Only truncation to 0 of a tunable (the shell's `>`) and time changes

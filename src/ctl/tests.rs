@@ -95,9 +95,10 @@ fn kept_inode_numbers_with_a_snapshot_per_open() {
     assert_eq!(c.lookup(opts, b"size", true).unwrap().ino, size.ino);
     let before = c.open(size.ino).unwrap();
     c.write(size.ino, 0, b"64M\n", &who(OWNER)).unwrap();
-    assert_eq!(c.getattr(size.ino).unwrap().size, 8, "the size the last open read");
+    assert_eq!(c.getattr(size.ino, None).unwrap().size, 8, "the size the last open read");
     let after = c.open(size.ino).unwrap();
-    assert_eq!(c.getattr(size.ino).unwrap().size, 9);
+    assert_eq!(c.getattr(size.ino, None).unwrap().size, 9);
+    assert_eq!(c.getattr(size.ino, Some(before)).unwrap().size, 8, "fstat of the first open");
     c.forget(size.ino);
     // Many other opens and lookups meanwhile: each open keeps its own.
     for _ in 0..(MAX_SNAPSHOTS + 10) {
@@ -150,12 +151,12 @@ fn setattr_accepts_only_truncation_of_tunables() {
 #[test]
 fn stale_numbers_are_refused() {
     let c = ctl();
-    assert_eq!(c.getattr(5), Err(FsError::Stale));
-    assert_eq!(c.getattr(CTL_BIT | 0x7fff << SEQ_BITS), Err(FsError::Stale));
+    assert_eq!(c.getattr(5, None), Err(FsError::Stale));
+    assert_eq!(c.getattr(CTL_BIT | 0x7fff << SEQ_BITS, None), Err(FsError::Stale));
     // A directory's number with a sequence, and a file's without one.
-    assert_eq!(c.getattr(CTL_BIT | 1), Err(FsError::Stale));
+    assert_eq!(c.getattr(CTL_BIT | 1, None), Err(FsError::Stale));
     let file = path(&c, &["opts", "size"]).unwrap().ino;
-    assert_eq!(c.getattr(file & !SEQ_MASK), Err(FsError::Stale));
+    assert_eq!(c.getattr(file & !SEQ_MASK, None), Err(FsError::Stale));
 }
 
 fn listing(c: &Ctl, dir: u64, offset: u64, plus: bool, room: usize) -> Vec<(String, u64, Option<Attr>)> {

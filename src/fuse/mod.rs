@@ -361,18 +361,18 @@ impl Filesystem for MemFs {
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.ctl(ino) {
-            Some(ctl) => reply_attr(reply, ctl.getattr(ino.0)),
+            Some(ctl) => reply_attr(reply, ctl.getattr(ino.0, fh.map(|f| f.0))),
             None => reply_attr(reply, self.fs.getattr(ino.0)),
         }
     }
 
     /// statx asking for the birth time (FUSE_STATX, a vendored-fuser
     /// addition); the kernel caches it like the other attributes.
-    fn statx(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, _flags: u32, _mask: u32, reply: ReplyStatx) {
+    fn statx(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, _flags: u32, _mask: u32, reply: ReplyStatx) {
         let result = match self.ctl(ino) {
-            Some(ctl) => ctl.getattr(ino.0),
+            Some(ctl) => ctl.getattr(ino.0, fh.map(|f| f.0)),
             None => self.fs.getattr(ino.0),
         };
         match result {

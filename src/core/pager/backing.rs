@@ -169,11 +169,9 @@ struct Slots {
     /// store does not grow to it for [`FULL_FOR`] (freed slots below are
     /// still handed out).
     full: Option<(u32, std::time::Instant)>,
-    /// Every slot below this was written since the last release: writing
-    /// one again needs no new space (on most file systems).
-    written: u32,
-    /// When a write to such a slot found no room all the same: freed slots
-    /// are not handed out for [`FULL_FOR`].
+    /// When a write to a freed slot handed out again found no room (a
+    /// copy-on-write file system, a slot never written): freed slots are
+    /// not handed out for [`FULL_FOR`].
     reuse_full: Option<std::time::Instant>,
 }
 
@@ -280,12 +278,15 @@ impl Backing {
         (self.capacity != u32::MAX).then_some(u64::from(self.capacity))
     }
 
-    fn alloc(&self) -> io::Result<u32> {
+    /// A slot for a page, and whether it is a freed one handed out again
+    /// (else the store grows by it).
+    fn alloc(&self) -> io::Result<(u32, bool)> {
         let mut s = self.slots.lock();
         let slot = loop {
             if !s.reuse_refused() {
                 if let Some(slot) = s.free.pop_first() {
-                    break slot; // below the top: never in a range being released
+                    s.in_use += 1;
+                    return Ok((slot, true)); // below the top: never in a range being released
                 }
             }
             if s.high >= self.capacity || s.full_at_top() {
@@ -300,7 +301,7 @@ impl Backing {
             break s.high - 1;
         };
         s.in_use += 1;
-        Ok(slot)
+        Ok((slot, false))
     }
 
     /// Give a slot back for reuse; free slots at the top lower it, and once
@@ -337,7 +338,7 @@ impl Backing {
             Ok(()) => {
                 s.release_failures = 0;
                 // Its file system has that space back.
-                (s.full, s.reuse_full, s.written) = (None, None, s.written.min(from));
+                (s.full, s.reuse_full) = (None, None);
             }
             Err(e) => {
                 // The space stays, reused as before. A store that cannot
@@ -369,28 +370,24 @@ impl Backing {
             return Some(u64::from(self.capacity).saturating_sub(s.in_use));
         }
         let freed = if s.reuse_refused() { 0 } else { s.free.len() as u64 };
+        // Latched full (an ENOSPC or EDQUOT a moment ago, which the file
+        // system's free space may not show: a quota): it grows no more.
+        let grows = !s.full_at_top();
         drop(s);
-        self.io.fs_room().map(|bytes| bytes / PAGE_SIZE + freed)
-    }
-
-    /// Slots `[from, to)` were written.
-    fn wrote(&self, from: u32, to: u32) {
-        let mut s = self.slots.lock();
-        if from <= s.written {
-            s.written = s.written.max(to);
-        }
+        self.io.fs_room().map(|bytes| if grows { bytes / PAGE_SIZE } else { 0 } + freed)
     }
 
     /// A write to `slot` failed with `e`: no room (ENOSPC, EDQUOT) marks
     /// the store full from there (the lowest such slot counts), or, for a
-    /// slot written before, marks freed slots as no use for now.
-    fn write_failed(&self, slot: u32, e: &io::Error) {
+    /// freed slot handed out again (`reused`), marks freed slots as no use
+    /// for now.
+    fn write_failed(&self, slot: u32, reused: bool, e: &io::Error) {
         if !no_room(e) {
             return;
         }
         let mut s = self.slots.lock();
         let now = std::time::Instant::now();
-        if slot < s.written {
+        if reused {
             s.reuse_full = Some(now);
         } else {
             let from = s.full.map_or(slot, |(at, _)| at.min(slot));
@@ -402,17 +399,14 @@ impl Backing {
     /// is full; the slot is not kept when the write fails.
     pub fn store(&self, bytes: &[u8], raw: bool) -> io::Result<DiskRef> {
         debug_assert!(!bytes.is_empty() && bytes.len() <= PAGE_SIZE as usize);
-        let slot = self.alloc()?;
+        let (slot, reused) = self.alloc()?;
         let r = DiskRef { slot, len: bytes.len() as u16, raw, crc: crc32c::crc32c(bytes) };
         let mut buf = Box::new(SlotBuf([0; SLOT]));
         buf.0[..bytes.len()].copy_from_slice(bytes);
         match self.io.write_at(&buf.0, u64::from(slot) * PAGE_SIZE) {
-            Ok(()) => {
-                self.wrote(slot, slot + 1);
-                Ok(r)
-            }
+            Ok(()) => Ok(r),
             Err(e) => {
-                self.write_failed(slot, &e);
+                self.write_failed(slot, reused, &e);
                 self.free(&r);
                 Err(e)
             }
@@ -425,11 +419,14 @@ impl Backing {
     /// result on its own: ENOSPC for those past a full store, the I/O error
     /// for those in a run whose write failed (their slots are not kept).
     pub fn store_many(&self, pages: &[(&[u8], bool)]) -> Vec<io::Result<DiskRef>> {
+        let mut reused = vec![false; pages.len()];
         let mut refs: Vec<io::Result<DiskRef>> = pages
             .iter()
-            .map(|(bytes, raw)| {
+            .zip(&mut reused)
+            .map(|((bytes, raw), reused)| {
                 debug_assert!(!bytes.is_empty() && bytes.len() <= SLOT);
-                let slot = self.alloc()?;
+                let slot;
+                (slot, *reused) = self.alloc()?;
                 Ok(DiskRef { slot, len: bytes.len() as u16, raw: *raw, crc: crc32c::crc32c(bytes) })
             })
             .collect();
@@ -442,7 +439,6 @@ impl Backing {
             }
             let first = refs[run[0]].as_ref().map_or(0, |r| r.slot);
             if self.io.write_at(as_bytes(&buf), u64::from(first) * PAGE_SIZE).is_ok() {
-                self.wrote(first, first + run.len() as u32);
                 continue;
             }
             // The run failed as a whole (a store nearly full takes part of
@@ -456,12 +452,9 @@ impl Backing {
                 } else {
                     self.io.write_at(&buf[k].0, u64::from(slot) * PAGE_SIZE)
                 };
-                if written.is_ok() {
-                    self.wrote(slot, slot + 1);
-                }
                 if let Err(e) = written {
                     if !full {
-                        self.write_failed(slot, &e);
+                        self.write_failed(slot, reused[i], &e);
                     }
                     full = no_room(&e);
                     if let Ok(r) = &refs[i] {
@@ -623,7 +616,7 @@ fn device_size(file: &File) -> Option<u64> {
 pub mod tests {
     use super::*;
     use crate::sync::Arc;
-    use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicU64, Ordering};
 
     /// A store in memory that fails reads and writes on request.
     #[derive(Debug, Default)]
@@ -641,6 +634,11 @@ pub mod tests {
         pub room: AtomicU64,
         /// Writes tried.
         pub writes: AtomicU64,
+        /// The error a write that finds no room gets (0: ENOSPC).
+        pub no_room_errno: AtomicI32,
+        /// Writes within what is stored find no room too (a copy-on-write
+        /// file system that is full).
+        pub full_rewrites: AtomicBool,
     }
 
     impl MemIo {
@@ -679,8 +677,10 @@ pub mod tests {
             let mut b = self.bytes.lock();
             let end = off as usize + buf.len();
             let room = self.room.load(Ordering::SeqCst) as usize;
-            if room != 0 && end > room.max(b.len()) {
-                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            let rewrite_refused = self.full_rewrites.load(Ordering::SeqCst) && end <= b.len();
+            if rewrite_refused || (room != 0 && end > room.max(b.len())) {
+                let errno = self.no_room_errno.load(Ordering::SeqCst);
+                return Err(io::Error::from_raw_os_error(if errno == 0 { libc::ENOSPC } else { errno }));
             }
             if b.len() < end {
                 b.resize(end, 0);
@@ -871,6 +871,36 @@ pub mod tests {
         std::thread::sleep(FULL_FOR + std::time::Duration::from_millis(50));
         assert!(!b.full());
         assert_eq!(b.store(&page, false).unwrap().slot, 10);
+    }
+
+    /// A full copy-on-write file system refuses rewrites of freed slots
+    /// too, and a quota says EDQUOT: either latches the store full (no
+    /// write tried) until FULL_FOR has passed, and the room it reports
+    /// for df is what is left of its freed slots, none here.
+    #[test]
+    fn a_refused_rewrite_or_a_quota_latches_the_store_full() {
+        let io = MemIo::new();
+        io.room.store(4 * PAGE_SIZE, Ordering::SeqCst);
+        io.no_room_errno.store(libc::EDQUOT, Ordering::SeqCst);
+        let b = Backing::with_io(Box::new(io.clone()), u32::MAX, "test".into());
+        let page = [3u8; 64];
+        let refs: Vec<DiskRef> = (0..4).map(|_| b.store(&page, false).unwrap()).collect();
+        assert_eq!(b.store(&page, false).unwrap_err().raw_os_error(), Some(libc::EDQUOT));
+        assert!(b.full(), "EDQUOT latches as ENOSPC does");
+        assert_eq!(b.room_slots(), Some(0));
+        b.free(&refs[1]);
+        assert_eq!(b.room_slots(), Some(1), "the freed slot");
+        io.full_rewrites.store(true, Ordering::SeqCst);
+        let writes = io.writes.load(Ordering::SeqCst);
+        assert!(b.store(&page, false).is_err(), "the rewrite of the freed slot finds no room");
+        assert_eq!(io.writes.load(Ordering::SeqCst), writes + 1);
+        assert!(b.full());
+        assert_eq!(b.room_slots(), Some(0));
+        for _ in 0..5 {
+            assert!(b.store_many(&[(&page[..], false), (&page[..], true)]).iter().all(|r| r.is_err()));
+        }
+        assert_eq!(io.writes.load(Ordering::SeqCst), writes + 1, "a latched store tried to write");
+        assert_eq!(b.used(), 3);
     }
 
     #[test]
