@@ -155,14 +155,14 @@ impl Fs {
     }
 
     /// Take in what passthrough writers added to the memory files that
-    /// passthrough opens hold now (the background reclaimer, while any
-    /// are: core/reclaim.rs). A file whose lock is busy is left for the
-    /// next time: the reclaimer never waits on a file.
+    /// passthrough opens that may write hold now (the background
+    /// reclaimer, while any do: core/reclaim.rs). A file whose lock is busy
+    /// is left for the next time: the reclaimer never waits on a file.
     pub(super) fn sync_pinned_kernel_files(&self) {
         for ino in self.kernel_file_inos() {
             let Ok(inode) = self.get(ino) else { continue };
             let Some(data) = inode.file().and_then(|lock| lock.try_read()) else { continue };
-            if data.kernel().is_some_and(MemFile::pinned) {
+            if data.kernel().is_some_and(MemFile::pinned_for_writing) {
                 self.sync_kernel(&inode, &data);
             }
         }
@@ -1064,14 +1064,14 @@ mod tests {
     fn a_new_file_starts_in_a_memory_file_and_moves_back_at_close_when_small() {
         let fs = creating_mount();
         let ino = fs.mknod(ROOT_INO, b"f", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-        assert!(fs.pin_new_kernel_file(ino));
+        assert!(fs.pin_new_kernel_file(ino, true));
         assert!(fs.in_kernel_file(ino));
         // Data in pages 0 and 2 (page 2 all zeros: still data), a hole at 1.
         write_behind(&fs, ino, 0, b"hello");
         write_behind(&fs, ino, 2 * PAGE_SIZE, &[0; PAGE_SIZE as usize]);
         fs.file_closed(ino); // still pinned: a passthrough open holds it
         assert!(fs.in_kernel_file(ino));
-        fs.unpin_kernel_file(ino);
+        fs.unpin_kernel_file(ino, true);
         fs.file_closed(ino);
         assert!(!fs.in_kernel_file(ino), "a small new file moves back into the heap");
         let a = fs.getattr(ino).unwrap();
@@ -1086,7 +1086,7 @@ mod tests {
         assert!(fs.kernel_file_inos().is_empty());
         // The next new file reuses the emptied kernel file: nothing of the old bytes shows.
         let next = fs.mknod(ROOT_INO, b"g", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-        assert!(fs.pin_new_kernel_file(next));
+        assert!(fs.pin_new_kernel_file(next, true));
         assert_eq!(fs.getattr(next).unwrap().blocks, 0);
         assert_eq!(fs.read(next, 0, 100).unwrap(), b"");
     }
@@ -1096,7 +1096,7 @@ mod tests {
         let fs = creating_mount();
         let new = |name: &[u8]| {
             let ino = fs.mknod(ROOT_INO, name, libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-            assert!(fs.pin_new_kernel_file(ino));
+            assert!(fs.pin_new_kernel_file(ino, true));
             ino
         };
         let large = new(b"large");
@@ -1107,7 +1107,7 @@ mod tests {
         let cached = new(b"cached");
         write_behind(&fs, cached, 0, b"x");
         for ino in [large, falloc, cached] {
-            fs.unpin_kernel_file(ino);
+            fs.unpin_kernel_file(ino, true);
         }
         assert!(fs.cached_open(cached));
         for ino in [large, falloc, cached] {
@@ -1117,10 +1117,10 @@ mod tests {
         assert_eq!(fs.getattr(falloc).unwrap().blocks, 2 * PAGE_SIZE / 512);
         assert_eq!(fs.usage.kernel_pages(), 4 + 2 + 1);
         // A file that is not new and empty, or a mount without the option, starts nowhere.
-        assert!(!fs.pin_new_kernel_file(ROOT_INO));
+        assert!(!fs.pin_new_kernel_file(ROOT_INO, true));
         fs.set_kernel_new_files(false);
         let ino = fs.mknod(ROOT_INO, b"plain", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-        assert!(!fs.pin_new_kernel_file(ino));
+        assert!(!fs.pin_new_kernel_file(ino, true));
         assert!(!fs.in_kernel_file(ino));
     }
 
@@ -1143,10 +1143,10 @@ mod tests {
         assert_eq!(limit(&fs), 16 - 2, "size= less the heap's pages");
         fs.unlink(ROOT_INO, b"a").unwrap(); // the kernel still holds it: no FORGET yet
         assert_eq!(limit(&fs), 16 - 2 + 8, "its pages are lent");
-        assert!(fs.pin_kernel_file(a)); // a passthrough open of the deleted file
+        assert!(fs.pin_kernel_file(a, false)); // a passthrough open of the deleted file
         assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 16 - 2, "an open deleted file keeps its pages");
-        fs.unpin_kernel_file(a);
+        fs.unpin_kernel_file(a, false);
         assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 16 - 2 + 8);
         // A direct-I/O open (cache=metadata) holds it too.
@@ -1184,9 +1184,9 @@ mod tests {
         fs.forget(big, 1);
         assert_eq!(fs.statfs().bfree, 32, "df no longer counts it");
         let new = fs.mknod(ROOT_INO, b"new", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-        assert!(!fs.pin_new_kernel_file(new), "30 of 32 pages are still held");
+        assert!(!fs.pin_new_kernel_file(new, true), "30 of 32 pages are still held");
         drop(kernels);
         let again = fs.mknod(ROOT_INO, b"again", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-        assert!(fs.pin_new_kernel_file(again), "let go: the space is free");
+        assert!(fs.pin_new_kernel_file(again, true), "let go: the space is free");
     }
 }

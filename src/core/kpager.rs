@@ -146,10 +146,11 @@ impl Fs {
     /// passthrough open sets it before it is granted (a change of the
     /// limit is a remount of the private tmpfs, about 5 us, once per batch
     /// of a random reader's page-ins otherwise). The store counts the
-    /// opens (`KernelStore::pinned_opens`, SeqCst with the pin: a batch
-    /// counted after that open's limit was computed sees the pin).
+    /// opens that may write (`KernelStore::pinned_writers`, SeqCst with the
+    /// pin: a batch counted after that open's limit was computed sees the
+    /// pin); a reader takes no room.
     fn rebalance_after_moving(&self) {
-        if self.kernel_store.as_ref().is_some_and(|s| s.pinned_opens() > 0) {
+        if self.kernel_store.as_ref().is_some_and(|s| s.pinned_writers() > 0) {
             self.rebalance_kernel_limit();
         }
     }
@@ -400,7 +401,7 @@ impl Fs {
     /// hold its pages in RAM until [`Fs::unpin_kernel_file`]. False when it
     /// cannot be (too small, no memory file, more than half of `ram=`, or
     /// a page that would not load): open it through the daemon then.
-    pub fn pin_kernel_file(&self, ino: Ino) -> bool {
+    pub fn pin_kernel_file(&self, ino: Ino, writes: bool) -> bool {
         if self.with_kernel_file(ino, |_| ()).is_none() {
             return false;
         }
@@ -431,7 +432,7 @@ impl Fs {
         let data = lock.write();
         match data.kernel() {
             Some(f) if data.cold_count() == 0 => {
-                f.pin(true);
+                f.pin(true, writes);
                 true
             }
             _ => false,
@@ -446,7 +447,7 @@ impl Fs {
     /// ([`Fs::file_closed`]). False where it cannot: the mount makes no
     /// memory files for new files, is nearly full, or the file is not new
     /// and empty.
-    pub fn pin_new_kernel_file(&self, ino: Ino) -> bool {
+    pub fn pin_new_kernel_file(&self, ino: Ino, writes: bool) -> bool {
         if !self.makes_new_kernel_files() || !self.room_for_new_kernel_file() {
             return false;
         }
@@ -466,7 +467,7 @@ impl Fs {
         }
         match data.kernel() {
             Some(f) if data.cold_count() == 0 => {
-                f.pin(true);
+                f.pin(true, writes);
                 true
             }
             _ => false,
@@ -474,10 +475,10 @@ impl Fs {
     }
 
     /// One more passthrough open of `ino`, which others already hold in RAM.
-    pub fn pin_held(&self, ino: Ino) {
+    pub fn pin_held(&self, ino: Ino, writes: bool) {
         if let Ok(inode) = self.file(ino) {
             if let Some(f) = data_lock(&inode).read().kernel() {
-                f.pin(true);
+                f.pin(true, writes);
             }
         }
     }
@@ -503,13 +504,14 @@ impl Fs {
         limited && size != 0 && size <= ceiling
     }
 
-    /// A passthrough open of `ino` ended: take in what it did, and let the
-    /// pager bring RAM back under `ram=` if it grew past.
-    pub fn unpin_kernel_file(&self, ino: Ino) {
+    /// A passthrough open of `ino` ended (`writes`: one that may write, as
+    /// it was pinned): take in what it did, and let the pager bring RAM
+    /// back under `ram=` if it grew past.
+    pub fn unpin_kernel_file(&self, ino: Ino, writes: bool) {
         if let Ok(inode) = self.file(ino) {
             let data = data_lock(&inode).read();
             if let Some(f) = data.kernel() {
-                f.pin(false);
+                f.pin(false, writes);
             }
             self.sync_kernel(&inode, &data);
         }
@@ -706,7 +708,7 @@ mod tests {
         fs.fallocate(a, 300 * PAGE, 2 * PAGE, keep).unwrap();
         assert_eq!((fs.getattr(a).unwrap().size, fs.getattr(a).unwrap().blocks), (202 * PAGE, 204 * 8));
         assert_eq!(pager.ram_bytes(), ram + 2 * PAGE, "the two written pages");
-        assert!(!fs.pin_kernel_file(a), "passed through with pages the kernel would write behind memfs");
+        assert!(!fs.pin_kernel_file(a, false), "passed through with pages the kernel would write behind memfs");
         // A second fallocate over unwritten pages makes those inside the
         // file data (zeros), as on tmpfs, under the ceiling; those past
         // the end stay unwritten.
@@ -714,7 +716,7 @@ mod tests {
         assert_eq!(fs.getattr(a).unwrap().blocks, 204 * 8);
         assert_eq!(fs.lseek(a, 4 * PAGE, Whence::Data), Ok(4 * PAGE));
         assert!(pager.ram_bytes() <= 16 * PAGE, "{}", pager.ram_bytes());
-        assert!(!fs.pin_kernel_file(a), "the pages past the end are still unwritten");
+        assert!(!fs.pin_kernel_file(a, false), "the pages past the end are still unwritten");
         // A zero range (the memory file allocates, as before) counts them once.
         let zero = super::super::FallocMode { zero_range: true, ..keep };
         fs.fallocate(a, 40 * PAGE, 10 * PAGE, zero).unwrap();
@@ -728,7 +730,7 @@ mod tests {
         // Written whole, it may pass through again.
         assert_eq!(fs.write(a, 0, &vec![5u8; 6 * P], &ME), Ok(6 * P));
         assert_eq!(fs.getattr(a).unwrap().blocks, 6 * 8);
-        assert!(fs.pin_kernel_file(a));
+        assert!(fs.pin_kernel_file(a, false));
     }
 
     /// A write into pages a fallocate reserved succeeds on a full file
@@ -767,7 +769,7 @@ mod tests {
         let limit = |fs: &Fs| fs.kernel_store.as_ref().unwrap().size_asked() / PAGE;
         let a = file(&fs, "a", 16, 1);
         let b = file(&fs, "b", 4, 2);
-        assert!(fs.pin_kernel_file(b), "b is open with passthrough");
+        assert!(fs.pin_kernel_file(b, true), "b is open with passthrough, for writing");
         assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 40, "a's 16 pages, b's 4 and 20 free");
         assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
@@ -779,17 +781,20 @@ mod tests {
         assert_eq!(fs.tiers(a).unwrap(), (1, 0, 15));
         assert_eq!(limit(&fs), 40 - 15);
         // Paged in whole (a passthrough open): all of it is in the limit again.
-        assert!(fs.pin_kernel_file(a));
+        assert!(fs.pin_kernel_file(a, false));
         assert_eq!(limit(&fs), 40);
-        fs.unpin_kernel_file(a);
-        fs.unpin_kernel_file(b);
+        fs.unpin_kernel_file(a, false);
+        fs.unpin_kernel_file(b, true);
         assert_eq!(fs.read(a, 3 * PAGE, 2).unwrap(), vec![b'z', 1]);
         assert_eq!(fs.usage().used_pages, 20);
-        // With no passthrough open, a page-out leaves the limit as it was
-        // (no writer but memfs could take the room); the next change,
-        // as the first passthrough open makes, sets it.
+        // With no passthrough open that may write (b's reader takes no
+        // room), a page-out leaves the limit as it was (no writer but
+        // memfs could take the room); the next change, as the first
+        // passthrough open makes, sets it.
+        assert!(fs.pin_kernel_file(b, false));
         assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
         assert_eq!(limit(&fs), 40, "not set after the batch");
+        fs.unpin_kernel_file(b, false);
         assert!(fs.rebalance_kernel_limit());
         assert_eq!(limit(&fs), 40 - 16);
         // A write over a paged-out page still finds its room.
@@ -817,7 +822,7 @@ mod tests {
         let a = file(&fs, "a", 16, 1);
         let b = file(&fs, "b", 4, 2);
         assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
-        assert!(fs.pin_kernel_file(b));
+        assert!(fs.pin_kernel_file(b, false));
         assert!(fs.rebalance_kernel_limit());
         let mut written = 4;
         while fs.with_kernel_file(b, |f| f.write(written * PAGE, &[3u8; P]).1).unwrap().is_none() {
@@ -825,13 +830,13 @@ mod tests {
             assert!(written <= 64, "no limit");
         }
         assert_eq!(written, 40 - 16, "b took a's room");
-        fs.unpin_kernel_file(b);
+        fs.unpin_kernel_file(b, false);
         // a's pages come back, over paged-out pages and whole.
         assert_eq!(fs.write(a, 5 * PAGE, b"z", &ME), Ok(1));
         assert_eq!(fs.read(a, 0, 16 * P as u32).unwrap().iter().filter(|&&x| x == 1).count(), 16 * P - 1);
-        assert!(fs.pin_kernel_file(a));
+        assert!(fs.pin_kernel_file(a, false));
         assert_eq!(fs.tiers(a).unwrap(), (16, 0, 0));
-        fs.unpin_kernel_file(a);
+        fs.unpin_kernel_file(a, false);
         assert_eq!(fs.usage().used_pages, 40);
     }
 
@@ -872,7 +877,7 @@ mod tests {
         let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         fs.fallocate(a, 0, 64 * PAGE, alloc).unwrap();
         assert_eq!(fs.read(a, 10 * PAGE, 8).unwrap(), vec![0u8; 8]);
-        assert!(!fs.pin_kernel_file(a)); // an open for passthrough: tries to move it
+        assert!(!fs.pin_kernel_file(a, false)); // an open for passthrough: tries to move it
         assert!(!fs.in_kernel_file(a), "moved into a memory file with its unwritten pages");
         assert_eq!(fs.getattr(a).unwrap().blocks, 64 * 8, "charged as on tmpfs");
         assert_eq!(pager.ram_bytes(), 0);
@@ -943,14 +948,14 @@ mod tests {
         let (fs, _) = mount(1024);
         let a = file(&fs, "a", 400, 5);
         fs.evict_file(a, 0, 1000).unwrap();
-        assert!(!fs.pin_kernel_file(a));
+        assert!(!fs.pin_kernel_file(a, false));
         assert_eq!(fs.tiers(a).unwrap().0, 0, "paged in for an open it did not get");
         // Three pages out: paged in and pinned.
         assert_eq!(fs.read(a, 0, 400 * P as u32).unwrap(), vec![5u8; 400 * P]);
         fs.evict_file(a, 0, 3).unwrap();
-        assert!(fs.pin_kernel_file(a));
+        assert!(fs.pin_kernel_file(a, false));
         assert_eq!(fs.tiers(a).unwrap(), (400, 0, 0));
-        fs.unpin_kernel_file(a);
+        fs.unpin_kernel_file(a, false);
     }
 
     #[test]
@@ -967,16 +972,16 @@ mod tests {
         // Pinned (a passthrough open): paged in whole, and nothing of it
         // leaves, not even by `memfs evict`.
         fs.evict_file(hot, 0, 2).unwrap();
-        assert!(fs.pin_kernel_file(hot));
+        assert!(fs.pin_kernel_file(hot, false));
         assert_eq!(fs.tiers(hot).unwrap(), (4, 0, 0));
         assert_eq!(fs.evict_file(hot, 0, 100).unwrap().0, 0);
         assert_eq!(fs.read(scan, 0, 20 * P as u32).unwrap(), vec![2u8; 20 * P]);
         assert_eq!(fs.tiers(hot).unwrap(), (4, 0, 0));
-        fs.unpin_kernel_file(hot);
+        fs.unpin_kernel_file(hot, false);
         assert!(pager.ram_bytes() <= 12 * PAGE, "after the unpin the pager catches up");
         assert_eq!(fs.evict_file(hot, 0, 100).unwrap().0, 4);
         // More than half the ceiling: never pinned (opened through the daemon).
-        assert!(!fs.pin_kernel_file(scan));
+        assert!(!fs.pin_kernel_file(scan, false));
     }
 
     /// S3-FIFO's ghost, by file: a file a reader had opened, paged out

@@ -58,25 +58,38 @@ pub struct KernelStore {
     /// make small files there).
     huge_always: Arc<AtomicBool>,
     /// Passthrough opens of all its memory files ([`Pins`]).
-    pins: Arc<AtomicU64>,
+    pins: Arc<StorePins>,
 }
 
-/// A memory file's passthrough opens, counted in its store's total too:
-/// while that is 0 no writer but memfs adds pages to memory files, so the
-/// pager need not set their limit after each batch it moves
-/// (core/kpager.rs). A file dropped while pinned (deleted, and its FORGET
-/// handled before the last RELEASE) takes its pins off the total.
+/// A store's passthrough opens: all of them, and those that may write.
+#[derive(Debug, Default)]
+struct StorePins {
+    opens: AtomicU64,
+    writers: AtomicU64,
+}
+
+/// A memory file's passthrough opens, and those of them that may write,
+/// counted in its store's totals too: while no open may write, no writer
+/// but memfs adds pages to memory files, so the pager need not set their
+/// limit after each batch it moves (core/kpager.rs) nor look for growth
+/// (core/reclaim.rs). A file dropped while pinned (deleted, and its FORGET
+/// handled before the last RELEASE) takes its pins off the totals.
 #[derive(Debug)]
 struct Pins {
     own: AtomicU32,
-    store: Arc<AtomicU64>,
+    own_writers: AtomicU32,
+    store: Arc<StorePins>,
 }
 
 impl Drop for Pins {
     fn drop(&mut self) {
         let left = self.own.load(Ordering::SeqCst);
         if left > 0 {
-            self.store.fetch_sub(u64::from(left), Ordering::SeqCst);
+            self.store.opens.fetch_sub(u64::from(left), Ordering::SeqCst);
+        }
+        let left = self.own_writers.load(Ordering::SeqCst);
+        if left > 0 {
+            self.store.writers.fetch_sub(u64::from(left), Ordering::SeqCst);
         }
     }
 }
@@ -367,7 +380,13 @@ impl KernelStore {
 
     /// Passthrough opens of the store's memory files now.
     pub fn pinned_opens(&self) -> u64 {
-        self.pins.load(Ordering::SeqCst)
+        self.pins.opens.load(Ordering::SeqCst)
+    }
+
+    /// Passthrough opens of the store's memory files now that may write
+    /// (so may grow a file behind memfs's back).
+    pub fn pinned_writers(&self) -> u64 {
+        self.pins.writers.load(Ordering::SeqCst)
     }
 
     /// "tmpfs" (a private detached instance) or "memfd".
@@ -398,7 +417,7 @@ impl KernelStore {
         let f = MemFile {
             fd,
             seen: Mutex::new(None),
-            pins: Pins { own: AtomicU32::new(0), store: self.pins.clone() },
+            pins: Pins { own: AtomicU32::new(0), own_writers: AtomicU32::new(0), store: self.pins.clone() },
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
@@ -490,14 +509,21 @@ impl MemFile {
     }
 
     /// A passthrough open begins (true) or ends (false; an end with none
-    /// is ignored). SeqCst: a pager batch that finds the store's total 0
-    /// ran before the open's limit was computed (core/kpager.rs).
-    pub fn pin(&self, on: bool) {
-        if on {
-            self.pins.own.fetch_add(1, Ordering::SeqCst);
-            self.pins.store.fetch_add(1, Ordering::SeqCst);
-        } else if self.pins.own.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| p.checked_sub(1)).is_ok() {
-            self.pins.store.fetch_sub(1, Ordering::SeqCst);
+    /// is ignored); `writes`: the open may write. SeqCst: a pager batch
+    /// that finds the store's writers 0 ran before the open's limit was
+    /// computed (core/kpager.rs).
+    pub fn pin(&self, on: bool, writes: bool) {
+        fn count(own: &AtomicU32, store: &AtomicU64, on: bool) {
+            if on {
+                own.fetch_add(1, Ordering::SeqCst);
+                store.fetch_add(1, Ordering::SeqCst);
+            } else if own.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |p| p.checked_sub(1)).is_ok() {
+                store.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        count(&self.pins.own, &self.pins.store.opens, on);
+        if writes {
+            count(&self.pins.own_writers, &self.pins.store.writers, on);
         }
         self.touch();
     }
@@ -516,6 +542,11 @@ impl MemFile {
     /// Whether a passthrough open holds the file (its pages stay in RAM).
     pub fn pinned(&self) -> bool {
         self.pins.own.load(Ordering::Relaxed) > 0
+    }
+
+    /// Whether a passthrough open that may write holds the file.
+    pub fn pinned_for_writing(&self) -> bool {
+        self.pins.own_writers.load(Ordering::Relaxed) > 0
     }
 
     /// `fstat`.
@@ -841,20 +872,21 @@ mod tests {
     fn the_store_counts_pins_and_a_dropped_file_takes_its_own() {
         let store = KernelStore::memfd();
         let (a, b) = (store.create().unwrap(), store.create().unwrap());
-        a.pin(true);
-        a.pin(true);
-        b.pin(true);
-        assert_eq!(store.pinned_opens(), 3);
-        a.pin(false);
-        b.pin(false);
-        b.pin(false); // an end with none: ignored
-        assert_eq!(store.pinned_opens(), 1);
-        assert!(a.pinned() && !b.pinned());
+        a.pin(true, false);
+        a.pin(true, true);
+        b.pin(true, true);
+        assert_eq!((store.pinned_opens(), store.pinned_writers()), (3, 2));
+        a.pin(false, false);
+        b.pin(false, true);
+        b.pin(false, true); // an end with none: ignored
+        assert_eq!((store.pinned_opens(), store.pinned_writers()), (1, 1));
+        assert!(a.pinned() && a.pinned_for_writing() && !b.pinned() && !b.pinned_for_writing());
+        a.pin(true, false);
         drop(a);
-        assert_eq!(store.pinned_opens(), 0);
-        b.pin(true);
+        assert_eq!((store.pinned_opens(), store.pinned_writers()), (0, 0));
+        b.pin(true, true);
         store.recycle(b);
-        assert_eq!(store.pinned_opens(), 0);
+        assert_eq!((store.pinned_opens(), store.pinned_writers()), (0, 0));
     }
 
     #[test]

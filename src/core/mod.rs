@@ -520,12 +520,12 @@ impl Fs {
     }
 
     /// As [`Fs::pager_stats`], for a report of them: while passthrough
-    /// opens hold memory files, what their writers added is taken in first
+    /// opens that may write hold memory files, what they added is taken in first
     /// (an fstat per memory file). The pager learns of it otherwise only at
     /// a close, a stat or a statfs (a judge's walk: `memory_file_pages` 0
     /// and "ram 0B" while a writer held 300 MiB).
     pub fn pager_stats_now(&self) -> Option<pager::PagerStats> {
-        if self.pager.is_some() && self.kernel_store.as_ref().is_some_and(|s| s.pinned_opens() > 0) {
+        if self.pager.is_some() && self.kernel_store.as_ref().is_some_and(|s| s.pinned_writers() > 0) {
             self.sync_all_kernel_files();
         }
         self.pager_stats()

@@ -122,12 +122,13 @@ impl Fs {
     /// the low one. Returns false when this mount has no ceiling to keep.
     pub fn reclaim_ahead(&self, timeout: std::time::Duration) -> bool {
         let Some(p) = self.pager.as_deref() else { return false };
-        // While passthrough opens hold memory files, writers may grow them
-        // behind memfs's back (a writable open that joined readers' opens;
-        // any writer where size= is at most ram=): take that in every
-        // PINNED_POLL, so that other files' pages leave RAM as they grow
-        // (they count under the ceiling), not only after the last close.
-        let pinned = self.kernel_store.as_ref().is_some_and(|s| s.pinned_opens() > 0) && p.limit() > 0;
+        // While passthrough opens that may write hold memory files, their
+        // writers may grow them behind memfs's back (a writable open that
+        // joined readers' opens; any writer where size= is at most ram=):
+        // take that in every PINNED_POLL, so that other files' pages leave
+        // RAM as they grow (they count under the ceiling), not only after
+        // the last close. Readers' opens change no page: no poll for them.
+        let pinned = self.kernel_store.as_ref().is_some_and(|s| s.pinned_writers() > 0) && p.limit() > 0;
         if pinned {
             self.sync_pinned_kernel_files(); // wakes the wait below if they grew
         }

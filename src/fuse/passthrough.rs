@@ -47,6 +47,9 @@ pub const FH_PASSTHROUGH_RW: FileHandle = FileHandle(3);
 /// A direct-I/O open (`cache=metadata|none`) on a mount with passthrough:
 /// counted by the core until its RELEASE ([`Passthrough::opened_direct`]).
 pub const FH_DIRECT: FileHandle = FileHandle(4);
+/// A passthrough open for writing only: the core counts the opens that may
+/// write (they may grow a file behind memfs's back, `Fs::unpin_kernel_file`).
+pub const FH_PASSTHROUGH_WO: FileHandle = FileHandle(5);
 
 /// Inodes with passthrough opens for reading and writing, by count. Through
 /// such an open a process can write into the memory file by a shared
@@ -206,8 +209,10 @@ impl Passthrough {
     /// `flags`, counting one for reading and writing ([`RW_OPENS`]): the
     /// attributes the kernel caches from before go, before the reply.
     fn passthrough_fh(&self, ino: u64, flags: i32) -> FileHandle {
-        if flags & libc::O_ACCMODE != libc::O_RDWR {
-            return FH_PASSTHROUGH;
+        match flags & libc::O_ACCMODE {
+            libc::O_RDWR => {}
+            libc::O_WRONLY => return FH_PASSTHROUGH_WO,
+            _ => return FH_PASSTHROUGH,
         }
         if count_rw(ino, true) {
             self.attrs.drop_attrs(ino);
@@ -250,8 +255,14 @@ impl Passthrough {
         }
         // While an inode has passthrough opens, the kernel takes no other
         // kind (fs/fuse/iomode.c: EINVAL): every open shares its backing id.
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         if let (true, Some(id)) = (e.passthrough > 0, &e.backing) {
-            fs.pin_held(ino.0);
+            fs.pin_held(ino.0, writes);
+            // The limit was last set for the opens before, which may all
+            // have been readers' (core: `Fs::rebalance_after_moving`).
+            if writes {
+                fs.rebalance_kernel_limit();
+            }
             if reads {
                 fs.arm_kernel_atime(ino.0);
             }
@@ -269,11 +280,10 @@ impl Passthrough {
         // path (2 GiB in 1 MiB writes: 387-509 MiB/s, tmpfs 984-1098).
         // Under a RAM ceiling below size= a writer goes through the daemon,
         // which pages out as it writes (core: `Fs::passthrough_may_write`).
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
         if e.cached == 0
             && !look_only
             && (!writes || fs.passthrough_may_write())
-            && (((new || writes) && fs.pin_new_kernel_file(ino.0)) || fs.pin_kernel_file(ino.0))
+            && (((new || writes) && fs.pin_new_kernel_file(ino.0, writes)) || fs.pin_kernel_file(ino.0, writes))
         {
             if e.backing.is_none() {
                 match fs.with_kernel_file(ino.0, |f| reply.open_backing(f.fd())) {
@@ -301,7 +311,7 @@ impl Passthrough {
                 self.stats.passthrough_opens_total.fetch_add(1, Ordering::Relaxed);
                 return reply.opened_passthrough(self.passthrough_fh(ino.0, flags), FopenFlags::FOPEN_NOFLUSH, id);
             }
-            fs.unpin_kernel_file(ino.0);
+            fs.unpin_kernel_file(ino.0, writes);
         }
         e.cached += 1;
         let keep = !fs.cached_open(ino.0);
@@ -354,7 +364,7 @@ impl Passthrough {
                 e.cached = e.cached.saturating_sub(1);
                 fs.cached_close(ino.0);
             }
-            FH_PASSTHROUGH | FH_PASSTHROUGH_RW if e.passthrough > 0 => {
+            FH_PASSTHROUGH | FH_PASSTHROUGH_RW | FH_PASSTHROUGH_WO if e.passthrough > 0 => {
                 if fh == FH_PASSTHROUGH_RW {
                     count_rw(ino.0, false);
                 }
@@ -373,11 +383,11 @@ impl Passthrough {
             opens.remove(&ino.0);
         }
         drop(opens);
-        let passthrough = fh == FH_PASSTHROUGH || fh == FH_PASSTHROUGH_RW;
+        let passthrough = fh == FH_PASSTHROUGH || fh == FH_PASSTHROUGH_RW || fh == FH_PASSTHROUGH_WO;
         if passthrough {
             // What the passthrough writers did shows in stats and df now,
             // and the pager may page the file out again.
-            fs.unpin_kernel_file(ino.0);
+            fs.unpin_kernel_file(ino.0, fh != FH_PASSTHROUGH);
         }
         if closed {
             fs.file_closed(ino.0); // a small new file moves back into the heap
