@@ -435,10 +435,17 @@ impl FileData {
         Ok(Some((self.page_count(), *f)))
     }
 
-    /// Back to the unboxed form when the box holds nothing but no pages.
+    /// Back to the unboxed form when the box holds nothing but pages, and
+    /// none past page 0: empty, or the inline first page. A small file
+    /// that moved back from its memory file (`passthrough_create=`) kept
+    /// the box and a map node for its one page: 350 bytes more per 1-byte
+    /// or 1 KiB file than one written in the heap (measured: 100,000
+    /// files, daemon RSS).
     fn unbox_if_plain(&mut self) {
-        if matches!(&self.pages, Pages::Many(m) if m.is_empty() && m.home.is_none() && m.mem.is_none()) {
-            self.pages = Pages::Empty;
+        let plain = |m: &Many| m.home.is_none() && m.mem.is_none() && m.keys().all(|&idx| idx == 0);
+        if matches!(&self.pages, Pages::Many(m) if plain(m)) {
+            let Pages::Many(mut m) = std::mem::take(&mut self.pages) else { unreachable!("matched above") };
+            self.pages = m.map.remove(&0).map_or(Pages::Empty, Pages::First);
         }
     }
 
@@ -1151,6 +1158,31 @@ mod tests {
         assert!(matches!(&d.pages, Pages::First(Slot::Ram { bytes, .. }) if bytes.len() == 1024));
         assert_eq!(d.read(0, 1000).unwrap(), vec![7u8; 1000]);
         assert_eq!(d.read(990, 20).unwrap()[10..], [0u8; 10]);
+    }
+
+    /// A small file that moved into a memory file and back (a creating
+    /// open under `passthrough_create=`) ends in the same inline form as
+    /// one written in the heap: no box, no map node.
+    #[test]
+    fn a_small_file_back_from_its_memory_file_is_inline_again() {
+        let store = super::super::memfile::KernelStore::memfd();
+        let mut d = FileData::default();
+        d.move_to_kernel(store.create().unwrap(), 0).unwrap();
+        let f = d.kernel().unwrap();
+        assert_eq!(f.write(0, &[7u8; 1000]).1.map(|e| e.kind()), None);
+        f.absorb().unwrap();
+        let (pages, _) = d.move_from_kernel(1000).unwrap().expect("moves back");
+        assert_eq!(pages, 1);
+        assert!(matches!(&d.pages, Pages::First(Slot::Ram { bytes, .. }) if bytes.len() == 1024));
+        assert_eq!(d.read(0, 1001).unwrap(), [vec![7u8; 1000], vec![0]].concat());
+        // And a file of two pages keeps the map.
+        d.move_to_kernel(store.create().unwrap(), 1000).unwrap();
+        let f = d.kernel().unwrap();
+        assert_eq!(f.write(PAGE_SIZE, b"x").1.map(|e| e.kind()), None);
+        f.absorb().unwrap();
+        assert_eq!(d.move_from_kernel(PAGE_SIZE + 1).unwrap().expect("moves back").0, 2);
+        assert!(matches!(&d.pages, Pages::Many(m) if m.len() == 2));
+        assert_eq!(d.read(PAGE_SIZE - 1, 2).unwrap(), vec![0, b'x']);
     }
 
     #[test]
