@@ -17,7 +17,9 @@ use fuser::{Config, MountOption, Session, SessionACL, Transport, UringMode};
 use crate::core::memfile::KernelStore;
 use crate::core::numa::{self, NumaSys};
 use crate::core::pager::Pager;
+use crate::core::types::PAGE_SIZE;
 use crate::core::{Fs, FsConfig};
+use crate::ctl::report::human_bytes;
 use crate::ctl::stats::{Stats, TransportState};
 use crate::ctl::tunables::Knobs;
 use crate::ctl::{Ctl, CtlConfig};
@@ -145,6 +147,24 @@ fn transport_line(status: &fuser::TransportStatus, mountpoint: &Path) -> String 
     format!("memfs {}: transport {how}", mountpoint.display())
 }
 
+/// What to tell the user at mount when `size=` is more than the RAM
+/// ceiling and the store it indexes can hold (`Pager::store_bound`: the
+/// index of a page on the store is RAM, at most half the ceiling).
+fn store_bound_warning(size: u64, p: &Pager) -> Option<String> {
+    let b = p.backing()?;
+    let most = Pager::store_bound(p.limit()).min(b.capacity().unwrap_or(u64::MAX));
+    let holds = p.limit().saturating_add(most.saturating_mul(PAGE_SIZE));
+    (size == 0 || size > holds).then(|| {
+        format!(
+            "size={} is more than ram={} can hold with its backing store: the store's index is kept in RAM, \
+             under the ceiling, so it holds at most {} (writes past that get ENOSPC; a larger ram= holds more)",
+            if size == 0 { "0 (unlimited)".into() } else { human_bytes(size) },
+            human_bytes(p.limit()),
+            human_bytes(holds)
+        )
+    })
+}
+
 /// Log `line` at mount: to syslog (the daemon has no terminal), and to
 /// stderr as well in the foreground.
 fn log_mount_line(line: &str, foreground: bool) {
@@ -220,6 +240,10 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     if let Some(p) = &pager {
         let s = p.stats();
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
+        if let Some(line) = store_bound_warning(opts.size, p) {
+            log::warn!("{line}");
+            eprintln!("memfs: {line}");
+        }
     }
     crate::core::arena::set_huge(opts.huge);
     let numa: Arc<dyn NumaSys> = Arc::new(numa::Kernel);

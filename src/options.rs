@@ -714,20 +714,27 @@ impl MountOptions {
             (_, Some(pct)) => (self.size.saturating_mul(pct) / 100).max(PAGE_SIZE),
             (r, None) => r.div_ceil(PAGE_SIZE) * PAGE_SIZE,
         };
-        if ceiling > 0 && ceiling < MIN_CEILING {
-            let name = if self.swappct.is_some() { "swappct" } else { "ram" };
+        // What the user gave, not rounded up to whole pages: ram=63k is
+        // below the least, and ram=10 is 10 bytes, not 4096.
+        let (name, given) = match self.swappct {
+            Some(pct) => ("swappct", format!("{pct}% of size=, {ceiling} bytes,")),
+            None => ("ram", format!("{} bytes", self.ram)),
+        };
+        let asked = if self.swappct.is_some() { ceiling } else { self.ram };
+        if asked > 0 && asked < MIN_CEILING {
             return Err(format!(
-                "invalid mount option '{name}': a RAM ceiling of {ceiling} bytes is too small to hold anything; \
+                "invalid mount option '{name}': a RAM ceiling of {given} is too small to hold anything; \
                  the least is {}k",
                 MIN_CEILING >> 10
             ));
         }
         if ceiling == 0 {
+            let needs = "needs a RAM ceiling: ram=SIZE (64k or more; ram=0 means none) or swappct=N";
             if self.compress.is_some() {
-                return Err("invalid mount option 'compress': needs ram= or swappct= (a RAM ceiling)".into());
+                return Err(format!("invalid mount option 'compress': {needs}"));
             }
             if self.backing.is_some() {
-                return Err("invalid mount option 'backing': needs ram= or swappct= (a RAM ceiling)".into());
+                return Err(format!("invalid mount option 'backing': {needs}"));
             }
         }
         Ok(ceiling)
@@ -747,6 +754,11 @@ impl MountOptions {
                 }
                 Ok((base.saturating_mul(pct) / 100).max(64 << 10))
             }
+            // As metapct='s floor: less does not hold the root directory's
+            // first entries (meta=10 was taken, and every create got ENOSPC).
+            (m, None) if m > 0 && m < 64 << 10 => Err(format!(
+                "invalid mount option 'meta': a metadata ceiling of {m} bytes is too small; the least is 64k"
+            )),
             (m, None) => Ok(m),
         }
     }
@@ -902,6 +914,8 @@ mod tests {
             "ram=101%",
             "ram=1",
             "ram=60k",
+            "ram=63k",
+            "meta=10",
             "swappct=1,size=1M",
             "swappct=0",
             "swappct=150",
@@ -929,6 +943,10 @@ mod tests {
             assert!(err.contains(name), "{bad}: {err}");
         }
         assert!(parse("ro", d()).unwrap_err().contains("read-only"));
+        // The value given, not the whole pages it rounds to; ram=0 is no ceiling.
+        assert!(parse("ram=10", d()).unwrap_err().contains("10 bytes"));
+        assert!(parse("ram=0,backing=/var/tmp", d()).unwrap_err().contains("ram=0 means none"));
+        assert!(parse("ram=64k,meta=64k", d()).is_ok());
     }
 
     #[test]

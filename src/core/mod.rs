@@ -532,11 +532,24 @@ impl Fs {
     }
 
     /// Change `ram=` live (bytes, 0 = no ceiling); EINVAL without a pager.
-    /// A lower ceiling is reached by paging out at once, as far as possible.
+    /// A lower ceiling is reached by paging out at once, as far as
+    /// possible. EINVAL, and the ceiling as it was, where the new one
+    /// cannot be kept: below what the index of the pages on the backing
+    /// store takes of it (`STORE_INDEX_PCT`), or, with no store, below
+    /// what the pages take once compressed (as `size=` below the data in
+    /// use). Before, such a ceiling was taken and stayed passed.
     pub fn set_ram_limit(&self, bytes: u64) -> FsResult<()> {
         let p = self.pager.as_ref().ok_or(FsError::Invalid)?;
+        if !p.ceiling_indexes_store(bytes) {
+            return Err(FsError::Invalid);
+        }
+        let was = p.limit();
         p.set_limit(bytes);
         self.make_room(0);
+        if bytes > 0 && p.backing().is_none() && p.charged_bytes() > bytes {
+            p.set_limit(was);
+            return Err(FsError::Invalid);
+        }
         Ok(())
     }
 

@@ -391,7 +391,7 @@ pub const PAGER: &[Scalar] = &[
         metric: "memfs_pager_backing_capacity_bytes",
         kind: MetricType::Gauge,
         help:
-            "Size of a block-device backing store; 0 for a directory (a file that grows until its file system is full).",
+            "Bytes the backing store may hold: a block device's size, or less where the RAM ceiling bounds it (the index of the pages on the store takes RAM under ram=, at most half of it); for a directory, that bound (the file grows until it or its file system is full).",
         get: |v| v.pager.backing_capacity_pages.saturating_mul(PAGE_SIZE),
     },
     Scalar {

