@@ -210,8 +210,32 @@ fn serve(mountpoint: &Path, opts: &MountOptions, given: &str, status: Option<Fil
         (Err(e), None) => return Err(e),
     };
     log_mount_line(&transport_line(&session.transport_status(), mountpoint), foreground);
+    let ours = crate::remount::memfs_device_at(mountpoint);
     let _ = std::env::set_current_dir("/");
-    session.run().map_err(|e| format!("serving {}: {e}", mountpoint.display()))
+    let result = session.run().map_err(|e| format!("serving {}: {e}", mountpoint.display()));
+    detach_if_left(mountpoint, ours);
+    result
+}
+
+/// At the daemon's end, detach its mount if it is still there: the
+/// connection was aborted (/sys/fs/fuse/connections/N/abort), which ends
+/// the session but leaves a dead mount that answers ENOTCONN until someone
+/// unmounts it (a tester found it so after every abort). Only the mount of
+/// this daemon's own connection (`ours`, its device noted at mount) is
+/// touched: after a plain umount the path shows what lay beneath, or a
+/// newer mount. Detached lazily, as libfuse's daemons do, through
+/// fusermount3 where umount2 is not permitted (an unprivileged mount).
+fn detach_if_left(mountpoint: &Path, ours: Option<String>) {
+    let Some(ours) = ours else { return };
+    if crate::remount::memfs_device_at(mountpoint).as_ref() != Some(&ours) {
+        return;
+    }
+    log::info!("{}: the connection ended with the mount still in place: detaching it", mountpoint.display());
+    let Ok(path) = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes()) else { return };
+    // SAFETY: umount2 on a NUL-terminated path.
+    if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } != 0 {
+        let _ = std::process::Command::new("fusermount3").arg("-u").arg("-z").arg(mountpoint).status();
+    }
 }
 
 /// Mount, with the stop signals routed to a thread that unmounts.
@@ -331,13 +355,28 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
             .set(Poller::start(session.as_fd(), knobs).map_err(|e| format!("cannot start the polling thread: {e}"))?);
     }
     let mut unmounter = session.unmount_callable();
+    let where_ = mountpoint.to_path_buf();
     std::thread::Builder::new()
         .name("memfs-signals".into())
-        .spawn(move || {
+        .spawn(move || loop {
             let mut sig = 0;
             // SAFETY: waits on a valid signal set.
             unsafe { libc::sigwait(&set, &mut sig) };
-            let _ = unmounter.unmount();
+            // Busy (files open, a working directory in it): it stays
+            // mounted and serving, and the next signal tries again (a
+            // tester's second SIGTERM stayed pending for good).
+            match unmounter.unmount() {
+                Ok(()) => break,
+                Err(e) => {
+                    let line = format!(
+                        "memfs {}: not unmounted ({e}): close what holds it and send the signal again, \
+                         or `umount -l` it",
+                        where_.display()
+                    );
+                    log::warn!("{line}");
+                    eprintln!("{line}");
+                }
+            }
         })
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
     Ok(session)

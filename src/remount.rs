@@ -517,11 +517,30 @@ fn memfs_mountpoint(path: &Path) -> Result<(PathBuf, String), String> {
 /// mountinfo text: what statvfs and mount(2) on that path reach, even when a
 /// memfs lies beneath.
 fn topmost<'a>(info: &'a str, at: &[u8]) -> Option<(&'a str, &'a str)> {
+    topmost_line(info, at).map(|(fstype, superopts, _)| (fstype, superopts))
+}
+
+/// As [`topmost`], with the mount's device (`major:minor`) too.
+fn topmost_line<'a>(info: &'a str, at: &[u8]) -> Option<(&'a str, &'a str, &'a str)> {
     // Fields: id parent major:minor root mountpoint opts [optional...] - fstype source superopts
     let line = info.lines().rev().find(|line| line.split(' ').nth(4).map(unescape).as_deref() == Some(at))?;
+    let dev = line.split(' ').nth(2)?;
     let mut tail = line.split(" - ").nth(1)?.split(' ');
     let fstype = tail.next()?;
-    Some((fstype, tail.nth(1).unwrap_or("")))
+    Some((fstype, tail.nth(1).unwrap_or(""), dev))
+}
+
+/// The device (`major:minor`, the FUSE connection's number) of the memfs
+/// mounted on top at `at` (a canonical path), read from mountinfo: no
+/// request to any FUSE daemon, the calling one included. The daemon notes
+/// its own at mount, and at its end detaches a mount that outlived its
+/// connection (an abort through /sys/fs/fuse/connections).
+pub fn memfs_device_at(at: &Path) -> Option<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    match topmost_line(&info, at.as_os_str().as_bytes())? {
+        ("fuse.memfs", _, dev) => Some(dev.to_string()),
+        _ => None,
+    }
 }
 
 /// /proc/self/mountinfo escapes space, tab, newline and backslash as \ooo.

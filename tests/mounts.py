@@ -129,3 +129,21 @@ def daemon_pid(mnt):
         if args and args[0].endswith(b"memfs") and mnt.encode() in args:
             return int(pid)
     raise AssertionError(f"no memfs daemon for {mnt}")
+
+
+@contextlib.contextmanager
+def fusectl():
+    """/sys/fs/fuse/connections, mounted for the test if it was not."""
+    path = "/sys/fs/fuse/connections"
+    mounted_here = False
+    if not os.listdir(path):
+        r = subprocess.run(["mount", "-t", "fusectl", "none", path], capture_output=True, text=True)
+        if r.returncode != 0:
+            import pytest  # only tests call this
+            pytest.skip(f"cannot mount fusectl: {r.stderr.strip()}")
+        mounted_here = True
+    try:
+        yield path
+    finally:
+        if mounted_here:
+            subprocess.run(["umount", path], capture_output=True)

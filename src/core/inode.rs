@@ -43,7 +43,7 @@ const XATTR_META_BYTES: u64 = 48;
 /// such a count) counts as none.
 pub fn extra_bytes(extra: Option<&Extra>) -> u64 {
     let Some(e) = extra else { return 0 };
-    let xattrs: u64 = e.xattrs.iter().map(|(k, v)| (k.len() + v.len()) as u64 + XATTR_META_BYTES).sum();
+    let xattrs = e.xattrs.bytes();
     let acls = [&e.acl_access, &e.acl_default].iter().filter_map(|a| a.as_ref()).map(|a| a.len() as u64).sum::<u64>();
     if e.xattrs.is_empty()
         && acls == 0
@@ -57,11 +57,56 @@ pub fn extra_bytes(extra: Option<&Extra>) -> u64 {
     std::mem::size_of::<Extra>() as u64 + xattrs + acls
 }
 
+/// An inode's user./trusted./security. attributes, sorted by name (as
+/// tmpfs lists them), with their estimated heap bytes kept as they change:
+/// every setxattr and removexattr counts the metadata before and after
+/// ([`extra_bytes`]), and summing over all of them made filling one file
+/// with 100,000 xattrs take 24 s (tmpfs: 0.35 s). Reads go through the
+/// map; changes through [`Xattrs::insert`] and [`Xattrs::remove`].
+#[derive(Debug, Default)]
+pub struct Xattrs {
+    map: BTreeMap<Box<[u8]>, Box<[u8]>>,
+    bytes: u64,
+}
+
+impl Xattrs {
+    fn cost(name: &[u8], value: &[u8]) -> u64 {
+        (name.len() + value.len()) as u64 + XATTR_META_BYTES
+    }
+
+    /// Estimated heap bytes of them all.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Set `name` to `value`; the value it had, if any.
+    pub fn insert(&mut self, name: Box<[u8]>, value: Box<[u8]>) -> Option<Box<[u8]>> {
+        let (name_len, added) = (name.len() as u64, Xattrs::cost(&name, &value));
+        let old = self.map.insert(name, value);
+        let removed = old.as_ref().map_or(0, |v| name_len + v.len() as u64 + XATTR_META_BYTES);
+        self.bytes = self.bytes + added - removed;
+        old
+    }
+
+    pub fn remove(&mut self, name: &[u8]) -> Option<Box<[u8]>> {
+        let v = self.map.remove(name)?;
+        self.bytes -= Xattrs::cost(name, &v);
+        Some(v)
+    }
+}
+
+impl std::ops::Deref for Xattrs {
+    type Target = BTreeMap<Box<[u8]>, Box<[u8]>>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
 /// Rarely used metadata, boxed so that inodes without it pay one pointer.
 #[derive(Debug, Default)]
 pub struct Extra {
     /// user./trusted./security. attributes, sorted by name (as tmpfs lists them).
-    pub xattrs: BTreeMap<Box<[u8]>, Box<[u8]>>,
+    pub xattrs: Xattrs,
     /// system.posix_acl_access, kept only when the mode cannot express it.
     pub acl_access: Option<Box<[u8]>>,
     /// system.posix_acl_default (directories only).
@@ -468,5 +513,31 @@ impl Drop for InodeRef {
 impl fmt::Debug for InodeRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&**self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The running count of xattr bytes is what a sum over them all gives,
+    /// through sets, replacements and removals.
+    #[test]
+    fn xattr_bytes_follow_every_change() {
+        let sum = |x: &Xattrs| x.iter().map(|(k, v)| Xattrs::cost(k, v)).sum::<u64>();
+        let mut x = Xattrs::default();
+        for i in 0..100u32 {
+            x.insert(format!("user.{i}").into_bytes().into(), vec![0; i as usize].into());
+        }
+        assert_eq!(x.bytes(), sum(&x));
+        assert_eq!(x.insert(b"user.7".to_vec().into(), vec![1; 300].into()).map(|v| v.len()), Some(7));
+        assert_eq!(x.bytes(), sum(&x));
+        assert_eq!(x.remove(b"user.50").map(|v| v.len()), Some(50));
+        assert_eq!(x.remove(b"user.50"), None);
+        assert_eq!(x.bytes(), sum(&x));
+        for i in 0..100u32 {
+            x.remove(format!("user.{i}").as_bytes());
+        }
+        assert_eq!((x.bytes(), x.len()), (0, 0));
     }
 }

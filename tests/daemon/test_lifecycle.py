@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from mounts import MEMFS_BIN, is_mountpoint, mount_tmpfs, umount
+from mounts import MEMFS_BIN, fusectl, is_mountpoint, mount_tmpfs, umount
 
 
 def daemon_pids(mnt):
@@ -113,6 +113,51 @@ def test_foreground_unmounts_on_sigterm(mnt):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_foreground_sigterm_while_busy_then_again(mnt):
+    """A stop signal while a file is open cannot unmount (EBUSY): memfs
+    says so and keeps serving, and the next signal, once the file is
+    closed, unmounts. Before, the first signal's failure left every later
+    one pending for good."""
+    proc = subprocess.Popen([MEMFS_BIN, "-f", "-o", "size=16M", mnt],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: is_mountpoint(mnt)), "never mounted"
+        fd = os.open(os.path.join(mnt, "open"), os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(0.5)
+            assert proc.poll() is None and is_mountpoint(mnt), "unmounted under an open file"
+            assert os.write(fd, b"still served") == 12
+        finally:
+            os.close(fd)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert not is_mountpoint(mnt)
+        assert "not unmounted" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        umount(mnt)
+
+
+def test_an_aborted_connection_leaves_no_dead_mount(mnt):
+    """/sys/fs/fuse/connections/N/abort ends the daemon; the mount it
+    leaves answers ENOTCONN until unmounted, so the daemon detaches it as
+    it ends (it stayed before)."""
+    subprocess.run([MEMFS_BIN, "-o", "size=16M", mnt], check=True, timeout=30)
+    with open(os.path.join(mnt, "f"), "w") as f:
+        f.write("x")
+    conn = str(os.minor(os.stat(mnt).st_dev))
+    with fusectl() as ctl:
+        with open(os.path.join(ctl, conn, "abort"), "w") as f:
+            f.write("1")
+    try:
+        assert wait_for(lambda: not is_mountpoint(mnt)), "the aborted mount is still in place"
+    finally:
+        umount(mnt)
 
 
 @pytest.fixture

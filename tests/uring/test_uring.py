@@ -27,7 +27,7 @@ import pytest
 
 from conformance.helpers import link_fd
 from daemon.test_memory import rss_bytes
-from mounts import MEMFS_BIN, is_mountpoint, umount
+from mounts import MEMFS_BIN, fusectl, is_mountpoint, umount
 
 PARAM = "/sys/module/fuse/parameters/enable_uring"
 MIB = 1 << 20
@@ -434,23 +434,6 @@ def wait_exit(pid, timeout=10):
     return False
 
 
-@contextlib.contextmanager
-def fusectl():
-    """/sys/fs/fuse/connections, mounted for the test if it was not."""
-    path = "/sys/fs/fuse/connections"
-    mounted_here = False
-    if not os.listdir(path):
-        r = subprocess.run(["mount", "-t", "fusectl", "none", path], capture_output=True, text=True)
-        if r.returncode != 0:
-            pytest.skip(f"cannot mount fusectl: {r.stderr.strip()}")
-        mounted_here = True
-    try:
-        yield path
-    finally:
-        if mounted_here:
-            subprocess.run(["umount", path], capture_output=True)
-
-
 def test_abort_with_requests_in_flight_ends_the_daemon(uring_enabled):
     """Writing `abort` for the connection while a writer keeps requests on
     the queues: every queue thread and the daemon end."""
@@ -468,6 +451,9 @@ def test_abort_with_requests_in_flight_ends_the_daemon(uring_enabled):
             with open(os.path.join(ctl, str(os.minor(os.stat(path).st_dev)), "abort"), "w") as f:
                 f.write("1")
             assert wait_exit(pid), "the daemon is still running after abort"
+            # The daemon detaches its dead mount as it ends (it stayed,
+            # answering ENOTCONN, until a tester unmounted it by hand).
+            assert not is_mountpoint(path), "the aborted mount is still in place"
     finally:
         if writer:
             writer.kill()

@@ -610,12 +610,18 @@ pub struct SessionUnmounter {
 }
 
 impl SessionUnmounter {
-    /// Unmount the filesystem
+    /// Unmount the filesystem. On a failure (EBUSY) it stays mounted and
+    /// this can be called again; upstream dropped the mount's handle at
+    /// the first try, so a later call did nothing.
     pub fn unmount(&mut self) -> io::Result<()> {
-        if let Some(mount) = std::mem::take(&mut *self.mount.lock()) {
-            mount.umount()?;
+        let Some(mut mount) = self.mount.lock().take() else { return Ok(()) };
+        match mount.try_umount() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                *self.mount.lock() = Some(mount);
+                Err(e)
+            }
         }
-        Ok(())
     }
 }
 

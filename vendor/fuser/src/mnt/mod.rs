@@ -143,6 +143,17 @@ impl Mount {
         }
     }
 
+    /// Unmount; on a failure (EBUSY: open files) the mount stays, to be
+    /// tried again (memfs: a second stop signal).
+    pub(crate) fn try_umount(&mut self) -> io::Result<()> {
+        if let Some(mount) = self.mount_impl.as_mut() {
+            info!("Unmounting {}", self.mount_point.display());
+            mount.umount_impl()?;
+            self.mount_impl = None;
+        }
+        Ok(())
+    }
+
     pub(crate) fn umount(mut self) -> io::Result<()> {
         match self.mount_impl.take() {
             Some(mut mount) => {
