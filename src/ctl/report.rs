@@ -425,7 +425,9 @@ pub fn watch_header() -> String {
         let _ = write!(out, " {:>8}", format!("{title}/s"));
     }
     let _ = write!(out, " {:>7} {:>7}", "rdB/s", "wrB/s");
-    let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7}", "ram", "zip", "bkstore", "pgin/s", "pgout/s");
+    // `ram` is what the ceiling bounds, as `memfs stat` shows it (pages,
+    // compressed pages and their overhead); `resid` the resident pages.
+    let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}", "ram", "resid", "zip", "bkstore", "pgin/s", "pgout/s");
     out
 }
 
@@ -455,12 +457,13 @@ pub fn watch_row(prev: &Sample, cur: &Sample, clock: &str) -> String {
     // The pager's tiers (arcstat-like); "-" on a mount without ram=.
     let p = &cur.pager;
     if get(p, "ram_limit_bytes") == 0 {
-        let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7}", "-", "-", "-", "-", "-");
+        let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}", "-", "-", "-", "-", "-", "-");
     } else {
         let pages = |key: &str| rate(get(&prev.pager, key), get(p, key));
         let _ = write!(
             out,
-            " {:>7} {:>7} {:>7} {:>7} {:>7}",
+            " {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            human_bytes(get(p, "ram_bytes") + get(p, "overhead_bytes")),
             human_bytes(get(p, "resident_bytes")),
             human_bytes(get(p, "compressed_bytes")),
             human_bytes(get(p, "backing_bytes")),
@@ -562,7 +565,7 @@ mod tests {
         let row = watch_row(&s2, &later2, "12:00:00");
         let cols: Vec<&str> = row.split_whitespace().collect();
         let col = |name: &str| cols[header.iter().position(|h| h == name).unwrap()];
-        assert_eq!((col("ram"), col("zip"), col("pgin/s")), ("2.0M", "1.0M", "10"));
+        assert_eq!((col("ram"), col("resid"), col("zip"), col("pgin/s")), ("4.0M", "2.0M", "1.0M", "10"));
     }
 
     #[test]

@@ -10,6 +10,10 @@
 //! which keeps the file compact), and once the free slots at the top come
 //! to [`RELEASE_SLOTS`], their space goes back: the file is cut short (a
 //! device's range is discarded, which a zram device turns into free RAM).
+//! Below the top, a group of [`RELEASE_SLOTS`] aligned slots whose last
+//! page is freed has its space given back too: a hole punched in the file,
+//! or the range discarded on a device (deleting most files of a large
+//! store gave nothing back before unless the survivors sat at its bottom).
 //!
 //! `backing=DIR` stores in an unnamed file created with O_TMPFILE in DIR
 //! (or, where the file system lacks O_TMPFILE, one created and unlinked at
@@ -33,7 +37,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::Path;
 
-use crate::sync::{AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 
 use super::super::types::PAGE_SIZE;
 
@@ -45,6 +49,12 @@ pub trait BackingIo: Send + Sync + std::fmt::Debug {
     /// Nothing at `[from, to)` is wanted any more, nor anything past it:
     /// give its space back (a file is cut to `from`).
     fn release(&self, from: u64, to: u64) -> io::Result<()>;
+    /// Nothing at `[from, to)` is wanted any more: give its space back and
+    /// leave the rest as it is (a hole in a file; a discard on a device).
+    fn punch(&self, from: u64, to: u64) -> io::Result<()> {
+        let _ = (from, to);
+        Err(io::ErrorKind::Unsupported.into())
+    }
     /// Bytes the store could still grow by: its file system's free space
     /// for a file; `None` where that is not the bound (a device).
     fn fs_room(&self) -> Option<u64> {
@@ -74,6 +84,20 @@ impl BackingIo for FileIo {
         // SAFETY: BLKDISCARD reads two u64 (start, length) from the pointer,
         // which points to such an array that outlives the call.
         let r = unsafe { libc::ioctl(self.0.as_raw_fd(), BLKDISCARD, range.as_ptr()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    fn punch(&self, from: u64, to: u64) -> io::Result<()> {
+        if self.1 {
+            return self.release(from, to); // a discard of just that range
+        }
+        let (off, len) = (from as libc::off_t, (to - from) as libc::off_t);
+        // SAFETY: fallocate on the store's open descriptor; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(self.0.as_raw_fd(), libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, off, len)
+        };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -165,6 +189,14 @@ struct Slots {
     /// Slots being given back, with no lock held: none of them is handed
     /// out until that is done.
     releasing: Option<(u32, u32)>,
+    /// Slots in use in each group of [`RELEASE_SLOTS`] aligned slots: a
+    /// group below the top that empties is punched out.
+    group_used: Vec<u16>,
+    /// Holes are not punched any more: the store cannot (a file system
+    /// without PUNCH_HOLE), or one failed.
+    cannot_punch: bool,
+    /// Punches running (their slots are out of `free` meanwhile).
+    punching: u32,
     /// The lowest slot a write found no room for (ENOSPC), and when: the
     /// store does not grow to it for [`FULL_FOR`] (freed slots below are
     /// still handed out).
@@ -176,6 +208,32 @@ struct Slots {
 }
 
 impl Slots {
+    /// One more (`true`) or one fewer slot in use in `slot`'s group; for
+    /// one fewer, whether that emptied it.
+    fn count_in_group(&mut self, slot: u32, more: bool) -> bool {
+        let g = (slot / RELEASE_SLOTS) as usize;
+        if self.group_used.len() <= g {
+            self.group_used.resize(g + 1, 0);
+        }
+        if more {
+            self.group_used[g] += 1;
+            return false;
+        }
+        self.group_used[g] = self.group_used[g].saturating_sub(1);
+        self.group_used[g] == 0
+    }
+
+    /// Lower the top past the free slots just under it.
+    fn lower_top(&mut self) {
+        while let Some(&top) = self.free.last() {
+            if top + 1 != self.high {
+                break;
+            }
+            self.free.pop_last();
+            self.high -= 1;
+        }
+    }
+
     /// Whether the store grows to `high` no further for now (its file
     /// system said ENOSPC there less than [`FULL_FOR`] ago).
     fn full_at_top(&mut self) -> bool {
@@ -311,6 +369,7 @@ impl Backing {
             if !s.reuse_refused() {
                 if let Some(slot) = s.free.pop_first() {
                     s.in_use += 1;
+                    s.count_in_group(slot, true);
                     return Ok((slot, true)); // below the top: never in a range being released
                 }
             }
@@ -326,6 +385,7 @@ impl Backing {
             break s.high - 1;
         };
         s.in_use += 1;
+        s.count_in_group(slot, true);
         Ok((slot, false))
     }
 
@@ -338,18 +398,17 @@ impl Backing {
     pub fn free(&self, r: &DiskRef) {
         let mut s = self.slots.lock();
         s.in_use -= 1;
+        let emptied = s.count_in_group(r.slot, false);
         if r.slot + 1 != s.high {
             s.free.insert(r.slot);
+            let group = r.slot / RELEASE_SLOTS * RELEASE_SLOTS;
+            if emptied && group + RELEASE_SLOTS <= s.high && !s.cannot_punch {
+                self.punch_group(s, group);
+            }
             return;
         }
         s.high -= 1;
-        while let Some(&top) = s.free.last() {
-            if top + 1 != s.high {
-                break;
-            }
-            s.free.pop_last();
-            s.high -= 1;
-        }
+        s.lower_top();
         if s.extent - s.high < RELEASE_SLOTS || s.cannot_release || s.releasing.is_some() {
             return;
         }
@@ -376,6 +435,31 @@ impl Backing {
             }
         }
         self.released.notify_all();
+    }
+
+    /// Give the space of the emptied group of slots from `first` back,
+    /// with no lock held: its slots leave the free set meanwhile, so none
+    /// is handed out, and come back after (a top lowered meanwhile stopped
+    /// above them: lowered past them now if it can).
+    fn punch_group(&self, mut s: MutexGuard<'_, Slots>, first: u32) {
+        let slots = first..first + RELEASE_SLOTS;
+        for slot in slots.clone() {
+            s.free.remove(&slot);
+        }
+        s.punching += 1;
+        drop(s);
+        let result = self.io.punch(u64::from(first) * PAGE_SIZE, u64::from(first + RELEASE_SLOTS) * PAGE_SIZE);
+        let mut s = self.slots.lock();
+        s.punching -= 1;
+        s.free.extend(slots);
+        s.lower_top();
+        match result {
+            Ok(()) => (s.full, s.reuse_full) = (None, None), // its file system has that space back
+            Err(e) => {
+                log::info!("backing store {}: no holes punched from now on ({e})", self.describe);
+                s.cannot_punch = true;
+            }
+        }
     }
 
     /// Whether the store is full for now: no free slot, and no growing
@@ -654,6 +738,8 @@ pub mod tests {
         pub fail_writes_after: AtomicI64,
         /// The ranges released, in order.
         pub released: Mutex<Vec<(u64, u64)>>,
+        /// The holes punched, in order.
+        pub punched: Mutex<Vec<(u64, u64)>>,
         /// Errors the next releases fail with, in order (then they succeed).
         pub release_errors: Mutex<Vec<i32>>,
         /// Bytes the store's "file system" holds: a write past them gets
@@ -719,6 +805,13 @@ pub mod tests {
             let room = self.room.load(Ordering::SeqCst);
             (room != 0).then(|| room.saturating_sub(self.bytes.lock().len() as u64))
         }
+        fn punch(&self, from: u64, to: u64) -> io::Result<()> {
+            self.punched.lock().push((from, to));
+            let mut b = self.bytes.lock();
+            let end = (to as usize).min(b.len());
+            b[(from as usize).min(end)..end].fill(0);
+            Ok(())
+        }
         fn release(&self, from: u64, to: u64) -> io::Result<()> {
             let mut errors = self.release_errors.lock();
             if !errors.is_empty() {
@@ -731,14 +824,50 @@ pub mod tests {
         }
     }
 
+    /// A store of 10,000 slots holding 600 pages, each its own number.
+    fn six_hundred_pages() -> (Arc<MemIo>, Backing, Vec<DiskRef>) {
+        let io = MemIo::new();
+        let b = Backing::with_io(Box::new(io.clone()), 10_000, "test".into());
+        let refs: Vec<DiskRef> = (0..600u32).map(|i| b.store(&i.to_ne_bytes(), false).unwrap()).collect();
+        (io, b, refs)
+    }
+
+    /// A group of slots below the top that empties gives its space back
+    /// (a hole), and its slots are handed out again after; before, only
+    /// free slots at the top did, so deleting most of a store's files gave
+    /// nothing back while one survivor sat above them (a judge's walk:
+    /// 6 GB kept for 1.9 GB stored).
+    #[test]
+    fn an_emptied_group_below_the_top_is_punched_out() {
+        let (io, b, refs) = six_hundred_pages();
+        for r in &refs[256..511] {
+            b.free(r);
+        }
+        assert!(io.punched.lock().is_empty(), "one slot of the group is still in use");
+        b.free(&refs[511]);
+        let group = (256 * PAGE_SIZE, 512 * PAGE_SIZE);
+        assert_eq!(*io.punched.lock(), vec![group]);
+        assert!(io.released.lock().is_empty(), "the top did not move");
+        // The others read back; the group's slots are reused, lowest first.
+        assert_eq!(b.load(&refs[255]), Ok(255u32.to_ne_bytes().to_vec()));
+        assert_eq!(b.load(&refs[599]), Ok(599u32.to_ne_bytes().to_vec()));
+        let again = b.store(b"again", true).unwrap();
+        assert_eq!(again.slot, 256);
+        assert_eq!(b.load(&again), Ok(b"again".to_vec()));
+        // A group that empties at the top comes down with it instead.
+        for r in &refs[512..] {
+            b.free(r);
+        }
+        assert_eq!(io.punched.lock().len(), 1);
+        assert_eq!(b.used(), 257);
+    }
+
     /// A run read that fails (here: a slot freed meanwhile and cut away
     /// with the file's end) is read again slot by slot, so the pages still
     /// stored come back (review 2026-11-27: the whole run was EIO).
     #[test]
     fn a_run_with_a_slot_cut_away_loads_the_others() {
-        let io = MemIo::new();
-        let b = Backing::with_io(Box::new(io.clone()), 10_000, "test".into());
-        let refs: Vec<DiskRef> = (0..600u32).map(|i| b.store(&i.to_ne_bytes(), false).unwrap()).collect();
+        let (io, b, refs) = six_hundred_pages();
         for r in &refs[2..] {
             b.free(r); // the top last: the store comes down to slot 2 at once
         }
