@@ -221,6 +221,10 @@ impl Fs {
     /// the store refused, or their files were busy).
     fn write_back(&self, p: &Pager) -> usize {
         let Some(b) = p.backing() else { return 0 };
+        if b.full() {
+            p.store_was_full();
+            return 0;
+        }
         let mut batch = vec![];
         while batch.len() < BATCH {
             let Some(id) = p.next_zipped() else { break };
@@ -452,7 +456,11 @@ pub(super) fn cold_slots(p: &Pager, pages: &[&[u8]], deep: bool) -> Vec<Option<S
             _ => to_store.push(i),
         }
     }
-    if let Some(b) = p.backing() {
+    let full = p.backing().is_some_and(|b| b.full());
+    if full && !to_store.is_empty() {
+        p.store_was_full();
+    }
+    if let Some(b) = p.backing().filter(|_| !full) {
         let stored: Vec<(&[u8], bool)> =
             to_store.iter().map(|&i| zipped[i].as_deref().map_or((pages[i], true), |z| (z, false))).collect();
         for (&i, r) in to_store.iter().zip(b.store_many(&stored)) {

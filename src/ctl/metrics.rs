@@ -454,7 +454,7 @@ pub const PAGER: &[Scalar] = &[
         key: "backing_full_total",
         metric: "memfs_pager_backing_full_total",
         kind: MetricType::Counter,
-        help: "Page-outs refused because the backing store was full.",
+        help: "Page-outs refused because the backing store was full: pages whose write found no room, and batches not tried because the store was full for now (one each).",
         get: |v| v.pager.backing_full,
     },
 ];
