@@ -212,19 +212,24 @@ fn serve(mountpoint: &Path, opts: &MountOptions, given: &str, status: Option<Fil
     log_mount_line(&transport_line(&session.transport_status(), mountpoint), foreground);
     let ours = crate::remount::memfs_device_at(mountpoint);
     let _ = std::env::set_current_dir("/");
-    let result = session.run().map_err(|e| format!("serving {}: {e}", mountpoint.display()));
-    detach_if_left(mountpoint, ours);
-    result
+    let result = session.run();
+    // Only after an abort: a plain umount ends the session too, and by then
+    // another memfs may be mounted there with our device number again.
+    if result.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::ECONNABORTED)) {
+        detach_if_left(mountpoint, ours);
+        return Err(format!("{}: the connection was aborted", mountpoint.display()));
+    }
+    result.map_err(|e| format!("serving {}: {e}", mountpoint.display()))
 }
 
-/// At the daemon's end, detach its mount if it is still there: the
-/// connection was aborted (/sys/fs/fuse/connections/N/abort), which ends
-/// the session but leaves a dead mount that answers ENOTCONN until someone
-/// unmounts it (a tester found it so after every abort). Only the mount of
-/// this daemon's own connection (`ours`, its device noted at mount) is
-/// touched: after a plain umount the path shows what lay beneath, or a
-/// newer mount. Detached lazily, as libfuse's daemons do, through
-/// fusermount3 where umount2 is not permitted (an unprivileged mount).
+/// After an abort (/sys/fs/fuse/connections/N/abort), which ends the
+/// session but leaves a dead mount that answers ENOTCONN until someone
+/// unmounts it (a tester found it so after every abort), detach that mount.
+/// Only the mount of this daemon's own connection (`ours`, its device
+/// noted at mount) is touched: a dead mount keeps its superblock, so no
+/// other mount has that device number meanwhile. Detached lazily, as
+/// libfuse's daemons do, through fusermount3 where umount2 is not
+/// permitted (an unprivileged mount).
 fn detach_if_left(mountpoint: &Path, ours: Option<String>) {
     let Some(ours) = ours else { return };
     if crate::remount::memfs_device_at(mountpoint).as_ref() != Some(&ours) {
@@ -356,12 +361,19 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     }
     let mut unmounter = session.unmount_callable();
     let where_ = mountpoint.to_path_buf();
+    let ours = crate::remount::memfs_device_at(mountpoint);
     std::thread::Builder::new()
         .name("memfs-signals".into())
         .spawn(move || loop {
             let mut sig = 0;
             // SAFETY: waits on a valid signal set.
             unsafe { libc::sigwait(&set, &mut sig) };
+            // Detached meanwhile (`umount -l`): what is at the path now is
+            // not ours to unmount; the daemon ends at the last close.
+            if ours.is_some() && crate::remount::memfs_device_at(&where_) != ours {
+                log::warn!("memfs {}: detached already; it ends when its last open file closes", where_.display());
+                continue;
+            }
             // Busy (files open, a working directory in it): it stays
             // mounted and serving, and the next signal tries again (a
             // tester's second SIGTERM stayed pending for good).

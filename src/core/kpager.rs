@@ -822,7 +822,7 @@ mod tests {
         let a = file(&fs, "a", 16, 1);
         let b = file(&fs, "b", 4, 2);
         assert_eq!(fs.evict_file(a, 0, 100).unwrap().0, 16);
-        assert!(fs.pin_kernel_file(b, false));
+        assert!(fs.pin_kernel_file(b, true)); // a passthrough writer
         assert!(fs.rebalance_kernel_limit());
         let mut written = 4;
         while fs.with_kernel_file(b, |f| f.write(written * PAGE, &[3u8; P]).1).unwrap().is_none() {
@@ -830,7 +830,7 @@ mod tests {
             assert!(written <= 64, "no limit");
         }
         assert_eq!(written, 40 - 16, "b took a's room");
-        fs.unpin_kernel_file(b, false);
+        fs.unpin_kernel_file(b, true);
         // a's pages come back, over paged-out pages and whole.
         assert_eq!(fs.write(a, 5 * PAGE, b"z", &ME), Ok(1));
         assert_eq!(fs.read(a, 0, 16 * P as u32).unwrap().iter().filter(|&&x| x == 1).count(), 16 * P - 1);

@@ -537,9 +537,13 @@ impl Fs {
     /// cannot be kept: below what the index of the pages on the backing
     /// store takes of it (`STORE_INDEX_PCT`), or, with no store, below
     /// what the pages take once compressed (as `size=` below the data in
-    /// use). Before, such a ceiling was taken and stayed passed.
+    /// use). Before, such a ceiling was taken and stayed passed. A refused
+    /// lower ceiling has still compressed what it could (those pages read
+    /// back as ever), and writers may meet it while it is tried; changes
+    /// are serialized, so a refusal puts back the ceiling it replaced.
     pub fn set_ram_limit(&self, bytes: u64) -> FsResult<()> {
         let p = self.pager.as_ref().ok_or(FsError::Invalid)?;
+        let _one_at_a_time = p.limit_change_lock();
         if !p.ceiling_indexes_store(bytes) {
             return Err(FsError::Invalid);
         }

@@ -122,6 +122,11 @@ impl Fs {
     /// the low one. Returns false when this mount has no ceiling to keep.
     pub fn reclaim_ahead(&self, timeout: std::time::Duration) -> bool {
         let Some(p) = self.pager.as_deref() else { return false };
+        // Holes for the store's groups of slots emptied since the last
+        // round: here, where no file's lock is held (a free runs under one).
+        if let Some(b) = p.backing() {
+            b.punch_pending();
+        }
         // While passthrough opens that may write hold memory files, their
         // writers may grow them behind memfs's back (a writable open that
         // joined readers' opens; any writer where size= is at most ram=):

@@ -294,6 +294,11 @@ impl Filesystem for MemFs {
             // and ".." by node id, answered in `lookup`).
             InitFlags::FUSE_EXPORT_SUPPORT,
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            // An abort (/sys/fs/fuse/connections/N/abort) ends the session
+            // with ECONNABORTED rather than the ENODEV of an unmount, so
+            // the daemon knows to detach its dead mount (daemon.rs); the
+            // requests in flight fail with ECONNABORTED, not ENOTCONN.
+            InitFlags::FUSE_ABORT_ERROR,
         ] {
             let _ = config.add_capabilities(flag);
         }

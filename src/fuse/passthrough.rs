@@ -255,7 +255,9 @@ impl Passthrough {
         }
         // While an inode has passthrough opens, the kernel takes no other
         // kind (fs/fuse/iomode.c: EINVAL): every open shares its backing id.
-        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        // (Access mode 3, which Linux takes for ioctls, neither reads nor
+        // writes through the open: counted as a reader, as its handle says.)
+        let writes = matches!(flags & libc::O_ACCMODE, libc::O_WRONLY | libc::O_RDWR);
         if let (true, Some(id)) = (e.passthrough > 0, &e.backing) {
             fs.pin_held(ino.0, writes);
             // The limit was last set for the opens before, which may all

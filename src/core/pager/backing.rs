@@ -37,7 +37,7 @@ use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::Path;
 
-use crate::sync::{AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
+use crate::sync::{AtomicU64, Condvar, Mutex, Ordering};
 
 use super::super::types::PAGE_SIZE;
 
@@ -195,8 +195,17 @@ struct Slots {
     /// Holes are not punched any more: the store cannot (a file system
     /// without PUNCH_HOLE), or one failed.
     cannot_punch: bool,
-    /// Punches running (their slots are out of `free` meanwhile).
-    punching: u32,
+    /// Emptied groups below the top waiting for their hole
+    /// ([`Backing::punch_pending`], from the background reclaimer: never
+    /// under a file's lock, as a free is).
+    to_punch: Vec<u32>,
+    /// Groups punched out since their slots were last all above the top.
+    punched: Vec<bool>,
+    /// Free slots in punched groups: holes (or, after a reuse, slots
+    /// counted as holes: it errs low), which the file system's free space
+    /// must still back when written, so the room shown leaves them out.
+    /// Always the number of slots in `free` whose group is `punched`.
+    punched_free: u64,
     /// The lowest slot a write found no room for (ENOSPC), and when: the
     /// store does not grow to it for [`FULL_FOR`] (freed slots below are
     /// still handed out).
@@ -223,14 +232,37 @@ impl Slots {
         self.group_used[g] == 0
     }
 
-    /// Lower the top past the free slots just under it.
+    fn is_punched(&self, slot: u32) -> bool {
+        self.punched.get((slot / RELEASE_SLOTS) as usize).copied().unwrap_or(false)
+    }
+
+    /// Put `slot` in the free set.
+    fn add_free(&mut self, slot: u32) {
+        if self.free.insert(slot) && self.is_punched(slot) {
+            self.punched_free += 1;
+        }
+    }
+
+    /// Take `slot` out of the free set.
+    fn take_free(&mut self, slot: u32) {
+        if self.free.remove(&slot) && self.is_punched(slot) {
+            self.punched_free -= 1;
+        }
+    }
+
+    /// Lower the top past the free slots just under it; a group wholly
+    /// above it is not punched any more (none of its slots is free).
     fn lower_top(&mut self) {
         while let Some(&top) = self.free.last() {
             if top + 1 != self.high {
                 break;
             }
-            self.free.pop_last();
+            self.take_free(top);
             self.high -= 1;
+        }
+        let first_above = self.high.div_ceil(RELEASE_SLOTS) as usize;
+        if self.punched.len() > first_above {
+            self.punched.truncate(first_above);
         }
     }
 
@@ -367,7 +399,8 @@ impl Backing {
         }
         let slot = loop {
             if !s.reuse_refused() {
-                if let Some(slot) = s.free.pop_first() {
+                if let Some(slot) = s.free.first().copied() {
+                    s.take_free(slot);
                     s.in_use += 1;
                     s.count_in_group(slot, true);
                     return Ok((slot, true)); // below the top: never in a range being released
@@ -400,10 +433,10 @@ impl Backing {
         s.in_use -= 1;
         let emptied = s.count_in_group(r.slot, false);
         if r.slot + 1 != s.high {
-            s.free.insert(r.slot);
-            let group = r.slot / RELEASE_SLOTS * RELEASE_SLOTS;
-            if emptied && group + RELEASE_SLOTS <= s.high && !s.cannot_punch {
-                self.punch_group(s, group);
+            s.add_free(r.slot);
+            let group = r.slot / RELEASE_SLOTS;
+            if emptied && u64::from(group + 1) * u64::from(RELEASE_SLOTS) <= u64::from(s.high) && !s.cannot_punch {
+                s.to_punch.push(group); // by the reclaimer: this free may run under a file's lock
             }
             return;
         }
@@ -437,27 +470,47 @@ impl Backing {
         self.released.notify_all();
     }
 
-    /// Give the space of the emptied group of slots from `first` back,
-    /// with no lock held: its slots leave the free set meanwhile, so none
-    /// is handed out, and come back after (a top lowered meanwhile stopped
-    /// above them: lowered past them now if it can).
-    fn punch_group(&self, mut s: MutexGuard<'_, Slots>, first: u32) {
-        let slots = first..first + RELEASE_SLOTS;
-        for slot in slots.clone() {
-            s.free.remove(&slot);
-        }
-        s.punching += 1;
-        drop(s);
-        let result = self.io.punch(u64::from(first) * PAGE_SIZE, u64::from(first + RELEASE_SLOTS) * PAGE_SIZE);
-        let mut s = self.slots.lock();
-        s.punching -= 1;
-        s.free.extend(slots);
-        s.lower_top();
-        match result {
-            Ok(()) => (s.full, s.reuse_full) = (None, None), // its file system has that space back
-            Err(e) => {
-                log::info!("backing store {}: no holes punched from now on ({e})", self.describe);
-                s.cannot_punch = true;
+    /// Give back the space of the groups of slots emptied below the top
+    /// since the last call (the background reclaimer calls this, holding
+    /// no other lock). A group that is no longer empty, or no longer below
+    /// the top, is left alone. While a group is punched, with no lock held,
+    /// its slots are out of the free set, so none is handed out; they come
+    /// back after (a top lowered meanwhile stopped above them: lowered past
+    /// them now if it can). Returns the groups punched.
+    pub fn punch_pending(&self) -> usize {
+        let mut punched = 0;
+        loop {
+            let mut s = self.slots.lock();
+            let Some(group) = s.to_punch.pop() else { return punched };
+            let first = u64::from(group) * u64::from(RELEASE_SLOTS);
+            let end = first + u64::from(RELEASE_SLOTS);
+            let empty = s.group_used.get(group as usize).copied() == Some(0);
+            if s.cannot_punch || !empty || end > u64::from(s.high) {
+                continue;
+            }
+            let slots = first as u32..end as u32;
+            slots.clone().for_each(|slot| s.take_free(slot));
+            drop(s);
+            let result = self.io.punch(first * PAGE_SIZE, end * PAGE_SIZE);
+            let mut s = self.slots.lock();
+            if result.is_ok() && !s.is_punched(first as u32) {
+                let g = group as usize;
+                if s.punched.len() <= g {
+                    s.punched.resize(g + 1, false);
+                }
+                s.punched[g] = true;
+            }
+            slots.for_each(|slot| s.add_free(slot));
+            s.lower_top();
+            match result {
+                Ok(()) => {
+                    (s.full, s.reuse_full) = (None, None); // its file system has that space back
+                    punched += 1;
+                }
+                Err(e) => {
+                    log::info!("backing store {}: no holes punched from now on ({e})", self.describe);
+                    s.cannot_punch = true;
+                }
             }
         }
     }
@@ -480,7 +533,8 @@ impl Backing {
         if self.capacity != u32::MAX {
             return Some(u64::from(self.capacity).saturating_sub(s.in_use).min(bound));
         }
-        let freed = if s.reuse_refused() { 0 } else { s.free.len() as u64 };
+        // Punched slots are holes: the file system's free space backs them.
+        let freed = if s.reuse_refused() { 0 } else { s.free.len() as u64 - s.punched_free };
         // Latched full (an ENOSPC or EDQUOT a moment ago, which the file
         // system's free space may not show: a quota): it grows no more.
         let grows = !s.full_at_top();
@@ -845,6 +899,8 @@ pub mod tests {
         }
         assert!(io.punched.lock().is_empty(), "one slot of the group is still in use");
         b.free(&refs[511]);
+        assert!(io.punched.lock().is_empty(), "not under the freeing caller's locks");
+        assert_eq!(b.punch_pending(), 1);
         let group = (256 * PAGE_SIZE, 512 * PAGE_SIZE);
         assert_eq!(*io.punched.lock(), vec![group]);
         assert!(io.released.lock().is_empty(), "the top did not move");
@@ -858,8 +914,39 @@ pub mod tests {
         for r in &refs[512..] {
             b.free(r);
         }
+        assert_eq!(b.punch_pending(), 0);
         assert_eq!(io.punched.lock().len(), 1);
         assert_eq!(b.used(), 257);
+    }
+
+    /// In a store in a directory, punched slots are holes: the room shown
+    /// counts them once, in the file system's free space, not again as
+    /// freed slots; a group refilled before its turn is not punched.
+    #[test]
+    fn punched_slots_count_once_in_the_room_and_a_refilled_group_stays() {
+        let io = MemIo::new();
+        io.room.store(1 << 40, Ordering::SeqCst);
+        let b = Backing::with_io(Box::new(io.clone()), u32::MAX, "test".into());
+        let refs: Vec<DiskRef> = (0..600u32).map(|i| b.store(&i.to_ne_bytes(), false).unwrap()).collect();
+        let fs_room = || io.fs_room().unwrap() / PAGE_SIZE;
+        refs[..256].iter().for_each(|r| b.free(r));
+        assert_eq!(b.room_slots(), Some(fs_room() + 256), "freed, not yet punched");
+        assert_eq!(b.punch_pending(), 1);
+        assert_eq!(b.room_slots(), Some(fs_room()), "holes: the file system's room backs them");
+        let again = b.store(b"x", true).unwrap();
+        assert_eq!(again.slot, 0);
+        assert_eq!(b.room_slots(), Some(fs_room()));
+        b.free(&again);
+        assert_eq!(b.room_slots(), Some(fs_room()), "a freed slot of a punched group still counts as a hole");
+        // Emptied, then refilled before the reclaimer came: left alone.
+        refs[256..512].iter().for_each(|r| b.free(r));
+        let group0: Vec<DiskRef> = (0..256).map(|_| b.store(b"z", true).unwrap()).collect();
+        assert!(group0.iter().all(|r| r.slot < 256));
+        let refill = b.store(b"y", true).unwrap();
+        assert_eq!(refill.slot, 256);
+        assert_eq!(b.punch_pending(), 0);
+        assert_eq!(b.load(&refill), Ok(b"y".to_vec()));
+        assert_eq!(io.punched.lock().len(), 1);
     }
 
     /// A run read that fails (here: a slot freed meanwhile and cut away

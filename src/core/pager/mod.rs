@@ -291,6 +291,9 @@ pub struct Pager {
     zipq: Mutex<VecDeque<PageId>>,
     /// Serializes reclaimers (taken with no other lock held).
     reclaim: Mutex<()>,
+    /// Held through a live change of the ceiling (`Fs::set_ram_limit`), so
+    /// that a refused change never puts back a ceiling another one set.
+    limit_change: Mutex<()>,
     /// Queues hold many more ids than pages exist: drop the stale ones.
     scrub_wanted: AtomicBool,
     /// RAM passed the high watermark: the background reclaimer should run.
@@ -321,6 +324,7 @@ impl Pager {
             touched_len: AtomicU64::new(0),
             zipq: Mutex::new(VecDeque::new()),
             reclaim: Mutex::new(()),
+            limit_change: Mutex::new(()),
             scrub_wanted: AtomicBool::new(false),
             pressure: Mutex::new(false),
             pressure_cv: crate::sync::Condvar::new(),
@@ -520,8 +524,8 @@ impl Pager {
                 if orig <= zip || zip == 0 || self.codec() == Codec::Off {
                     return Some(ram);
                 }
-                let freed = get(&self.c.resident_bytes) / PAGE * (orig - zip) / orig;
-                Some(((ram + freed) as u128 * orig as u128 / zip as u128).min(u64::MAX as u128) as u64)
+                let freed = (get(&self.c.resident_bytes) / PAGE) as u128 * (orig - zip) as u128 / orig as u128;
+                Some(((ram as u128 + freed) * orig as u128 / zip as u128).min(u64::MAX as u128) as u64)
             }
         }
     }
@@ -778,6 +782,11 @@ impl Pager {
         } else {
             bump(&self.c.io_errors, 1);
         }
+    }
+
+    /// See `limit_change`.
+    pub(crate) fn limit_change_lock(&self) -> crate::sync::MutexGuard<'_, ()> {
+        self.limit_change.lock()
     }
 
     pub(super) fn reclaim_lock(&self) -> crate::sync::MutexGuard<'_, ()> {
