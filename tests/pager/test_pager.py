@@ -841,7 +841,11 @@ def test_deleting_files_gives_the_backing_files_disk_space_back():
         os.unlink(os.path.join(mnt, "b"))
         s = settle(lambda: pager_stats(mnt), pager_is_empty)
         assert pager_is_empty(s), stats_line(s)
-        assert backing_file_blocks(back) < MIB, "the store's space was not given back"
+        # The last free hands the space back with no lock held, after the
+        # figures already show the store empty (a CI run read the file's
+        # blocks in between): the space comes back shortly, not at once.
+        held = settle(lambda: backing_file_blocks(back), lambda b: b < MIB)
+        assert held < MIB, f"the store's space was not given back: {held} bytes held"
 
 
 def test_deleting_files_below_a_survivor_gives_their_space_back():
