@@ -360,7 +360,7 @@ def require_tool(name):
         pytest.fail(f"required tool {name!r} is not installed (Debian: apt-get install acl)")
 
 
-def settle(fn, expected, timeout=2.0):
+def settle(fn, expected, timeout=10.0):
     """fn() once it equals `expected`, else its value after `timeout` seconds.
 
     memfs gives a deleted inode's space back when the kernel's FORGET for it

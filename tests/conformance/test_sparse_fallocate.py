@@ -77,7 +77,10 @@ def test_truncate_huge_is_sparse(fs_dir, rwfile, size):
     assert (st.st_size, st.st_blocks) == (size, 0)
     assert os.pread(fd, 10, size - 10) == b"\0" * 10
     assert os.pread(fd, 1, size - 1) == b"\0"
-    assert os.statvfs(fs_dir).f_bfree == free
+    # >=: on the shared mount the previous test's deleted files may still
+    # be freed meanwhile (memfs: at the kernel's FORGET); a sparse truncate
+    # that took blocks would show fewer.
+    assert os.statvfs(fs_dir).f_bfree >= free
     os.truncate(path, 0)
     assert os.fstat(fd).st_size == 0
 

@@ -12,6 +12,7 @@ flags the set no longer names.
 """
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -55,6 +56,21 @@ def mnt():
         umount(path)
     with contextlib.suppress(OSError):
         os.rmdir(path)
+
+
+def stderr_until(proc, text, timeout=30.0):
+    """What proc wrote to stderr until `text` appeared (or EOF, or `timeout`)."""
+    fd, got = proc.stderr.fileno(), b""
+    deadline = time.monotonic() + timeout
+    while text.encode() not in got:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        got += chunk
+    return got.decode(errors="replace")
 
 
 def topmost(path):
@@ -127,7 +143,9 @@ def test_foreground_sigterm_while_busy_then_again(mnt):
         fd = os.open(os.path.join(mnt, "open"), os.O_CREAT | os.O_WRONLY, 0o644)
         try:
             proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
+            # The signal thread's answer, however long it takes to run.
+            said = stderr_until(proc, "not unmounted")
+            assert "not unmounted" in said, said
             assert proc.poll() is None and is_mountpoint(mnt), "unmounted under an open file"
             assert os.write(fd, b"still served") == 12
         finally:
@@ -135,7 +153,7 @@ def test_foreground_sigterm_while_busy_then_again(mnt):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         assert not is_mountpoint(mnt)
-        assert "not unmounted" in proc.stderr.read()
+        assert "not unmounted" in said + proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()

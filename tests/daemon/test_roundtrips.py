@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from pager.helpers import io_stats, memfs, require_root_and_memfs
+from pager.helpers import io_stats, memfs, require_root_and_memfs, settle
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("root_and_memfs")]
 
@@ -117,6 +117,9 @@ def test_create_out_of_inodes_is_enospc_and_leaves_nothing():
         assert e.value.errno == errno.ENOSPC
         assert sorted(os.listdir(mnt)) == made
         os.unlink(os.path.join(mnt, made[0]))
+        # Freed at the kernel's FORGET, which follows the creating open's
+        # RELEASE: both come after the system calls returned.
+        settle(lambda: os.statvfs(mnt).f_ffree, lambda n: n > 0)
         create(os.path.join(mnt, "again"))  # the freed inode is usable
 
 

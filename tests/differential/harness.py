@@ -23,7 +23,7 @@ from .execute import Side
 # FUSE sends RELEASE (after close) and FORGET (after the kernel drops an
 # inode) asynchronously, so space freed by them shows up in statfs a moment
 # later than on tmpfs. statfs is polled this long before it counts as different.
-STATFS_SETTLE_SECONDS = 1.0
+STATFS_SETTLE_SECONDS = 5.0
 CLOCK_REALTIME_COARSE = 5  # from linux/time.h; Python's time module lacks the name
 MIN_SECONDS_PER_FAILURE = 45  # minimizer budget per failing sequence (see also settings.min_budget)
 _MAX_VALUE_CHARS = 400

@@ -77,6 +77,10 @@ def test_small_files_stay_in_the_daemon():
     with memfs("size=64M,passthrough=on,passthrough_min=1m") as mnt:
         p = os.path.join(mnt, "small")
         make_file(p, 64 * 1024)
+        # Its creating open (passthrough, into a memory file) ends at the
+        # RELEASE, which the kernel sends after close returned: until then a
+        # new open joins it and its reads bypass memfs.
+        settle(lambda: pt_stats(mnt), lambda s: (s["memory_files"], s["passthrough_opens"]) == (0, 0))
         before = io_bytes(mnt)
         drop_caches()
         with open(p, "rb") as f:
@@ -378,6 +382,8 @@ def test_under_ram_memory_files_page_out_and_come_back_whole():
             assert "evicted 0 pages" in memfs_tool("evict", p)
             assert "resident 1536 (100%)" in memfs_tool("where", p)
             assert held.read(10) == data[0][:10]
+        # The pin ends at the open's RELEASE, which close does not wait for.
+        settle(lambda: pt_stats(mnt), lambda s: s["passthrough_opens"] == 0)
         assert "evicted 1536 pages" in memfs_tool("evict", p)
         assert "resident 0 (0%)" in memfs_tool("where", p)
         # Paged-out pages read back through every path: passthrough open,
@@ -441,6 +447,9 @@ def test_statistics_say_what_passthrough_holds():
         assert (s["passthrough"], s["memory_files"], s["passthrough_opens"]) == (1, 0, 0)
         make_file(os.path.join(mnt, "a"), 3 * MIB)
         make_file(os.path.join(mnt, "small"), 1000)
+        # The creating opens end at their RELEASE, sent after close returned
+        # (and only there does the small file move back into the heap).
+        settle(lambda: pt_stats(mnt), lambda s: (s["memory_files"], s["passthrough_opens"]) == (1, 0))
         f1 = open(os.path.join(mnt, "a"), "rb")
         f2 = open(os.path.join(mnt, "a"), "rb")
         try:
@@ -766,7 +775,9 @@ def test_a_write_through_a_shared_mapping_updates_mtime_and_ctime():
         time.sleep(0.05)
         fd = os.open(p, os.O_RDWR)
         try:
-            assert pt_stats(mnt)["passthrough_opens"] == 1
+            # make_file's creating open counts until its RELEASE arrives.
+            opens = settle(lambda: pt_stats(mnt)["passthrough_opens"], lambda n: n == 1)
+            assert opens == 1, opens
             with mmap.mmap(fd, PAGE) as m:
                 m[0:4] = b"abcd"
         finally:
