@@ -70,11 +70,13 @@ pub const TUNABLES: &[Tunable] = &[
                and below 64k",
         get: |t| t.fs.pager_stats().map_or(0, |p| p.ram_limit_bytes).to_string(),
         set: |t, v| {
-            let bytes = size_in_pages(v).map_err(|_| FsError::Invalid)?.saturating_mul(PAGE_SIZE);
-            if bytes > 0 && bytes < crate::core::pager::MIN_CEILING {
+            // The value as written is checked, as the mount option's is:
+            // 63k, rounded up to whole pages, would pass as 64k.
+            let asked = parse_size_option(v).map_err(|_| FsError::Invalid)?;
+            if asked > 0 && asked < crate::core::pager::MIN_CEILING {
                 return Err(FsError::Invalid); // too small to hold anything
             }
-            t.fs.set_ram_limit(bytes)
+            t.fs.set_ram_limit(asked.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE))
         },
     },
     Tunable {
@@ -278,6 +280,8 @@ mod tests {
         assert!(pager.stats().ram_bytes() <= 64 << 10, "{:?}", pager.stats());
         assert_eq!(set(&fs, "ram", b"lots"), Err(FsError::Invalid));
         assert_eq!(set(&fs, "ram", b"60k"), Err(FsError::Invalid), "below the least ceiling");
+        assert_eq!(set(&fs, "ram", b"63k"), Err(FsError::Invalid), "refused as the mount option is, not rounded up");
+        assert_eq!(set(&fs, "ram", b"65535"), Err(FsError::Invalid), "refused as the mount option is, not rounded up");
         assert_eq!(get(&fs, "ram"), 64 << 10);
         assert_eq!(fs.read(f.ino, 0, 64 * PAGE_SIZE as u32).unwrap(), vec![b'x'; 64 * PAGE_SIZE as usize]);
     }
