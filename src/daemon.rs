@@ -248,6 +248,11 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     let set = stop_signals();
     // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    // The pager asks whether a memory file is still mapped with a write
+    // lease it gives back at once (core/memfile.rs `held_elsewhere`); an
+    // open that breaks it in that instant sends the lease's owner SIGIO,
+    // whose default is to end the process. SAFETY: setting a disposition.
+    unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
     check_uring(opts)?;
     let pager = opts.pager_config()?.map(|cfg| Arc::new(Pager::new(cfg)));
     if let Some(p) = &pager {

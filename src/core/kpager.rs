@@ -246,7 +246,7 @@ impl Fs {
                 continue;
             };
             let Some(f) = data.kernel() else { continue };
-            if f.pinned() || f.pages_seen() == 0 || (probation && f.in_use()) {
+            if f.pinned() || f.pages_seen() == 0 || (probation && f.in_use()) || f.held_elsewhere() {
                 continue;
             }
             let key = (f.in_use(), f.last_use());
@@ -322,8 +322,8 @@ impl Fs {
         from: u64,
         max: usize,
     ) -> FsResult<(u64, Option<u64>)> {
-        if data_lock(inode).read().kernel().is_some_and(|f| f.pinned()) {
-            return Ok((0, None)); // the kernel holds it open: its pages stay
+        if data_lock(inode).read().kernel().is_some_and(|f| f.pinned() || f.held_elsewhere()) {
+            return Ok((0, None)); // the kernel holds it open (or a mapping does): its pages stay
         }
         let (moved, next, _) = self.page_out_memory_file(p, inode, from, max, true);
         Ok((moved, next))
@@ -367,11 +367,15 @@ impl Fs {
             return (0, next, true);
         };
         let (mut moved, mut to_disk) = (0, 0);
+        // Asked again under the lock: an open, a mapping and a close may
+        // have come since the file was picked.
+        let held = data.kernel().is_some_and(MemFile::held_elsewhere);
         for ((idx, copy), slot) in idxs.into_iter().zip(&copies).zip(slots) {
             let Some(slot) = slot else { continue };
-            let unchanged = data
-                .kernel()
-                .is_some_and(|f| !f.pinned() && f.read(idx * PAGE, PAGE as usize).is_ok_and(|now| now == *copy))
+            let unchanged = !held
+                && data
+                    .kernel()
+                    .is_some_and(|f| !f.pinned() && f.read(idx * PAGE, PAGE as usize).is_ok_and(|now| now == *copy))
                 && data.cold_between(idx, idx + 1).is_empty();
             let punched = unchanged && data.kernel().is_some_and(|f| f.punch_hole(idx * PAGE, PAGE).is_ok());
             if !punched {

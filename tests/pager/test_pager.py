@@ -18,6 +18,7 @@ backing directory, and the unnamed file gone with the daemon; the hot set
 surviving one sequential scan (S3-FIFO).
 """
 import contextlib
+import ctypes
 import errno
 import hashlib
 import mmap
@@ -885,37 +886,66 @@ def test_deleting_files_below_a_survivor_gives_their_space_back():
             assert len(f.read()) == 16 * MIB
 
 
-def passthrough_opens_total(mnt):
+def pt_figures(mnt):
     with open(os.path.join(mnt, ".memfs", "stats", "passthrough")) as f:
-        figures = dict(line.split(": ", 1) for line in f.read().splitlines() if ": " in line)
-    return int(figures["passthrough_opens_total"])
+        return {k: int(v) for k, v in (line.split(": ", 1) for line in f.read().splitlines() if ": " in line)}
+
+
+class RawMapping:
+    """A read-only mapping made straight on the descriptor, as C programs
+    make them: Python's mmap module keeps a duplicate of the descriptor,
+    which keeps the open (and its passthrough pin) alive until unmapped."""
+
+    def __init__(self, path, length, flags=mmap.MAP_PRIVATE, fd=None):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        self.libc, self.length = libc, length
+        fd = os.open(path, os.O_RDONLY) if fd is None else fd
+        try:
+            self.addr = libc.mmap(None, length, mmap.PROT_READ, flags, fd, 0)
+        finally:
+            os.close(fd)
+        if self.addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap failed")
+
+    def read(self):
+        return ctypes.string_at(self.addr, self.length)
+
+    def close(self):
+        if self.addr is not None:
+            self.libc.munmap(self.addr, self.length)
+            self.addr = None
 
 
 def test_a_mapping_kept_after_close_reads_the_file_while_pages_go_out():
-    """What rustc does with a crate's metadata (write it, open it, map it,
-    close it, copy the mapping into the rlib), under a small ceiling with
-    pressure and `memfs evict` while the mapping lives: the mapping reads
-    the file. (A judge's cargo build under ram=256M with a backing store,
-    2026-11-28, wrote rlibs with zeroed members; this sequence alone does
-    not reproduce it, on this build or the one before: a mapping made
-    through a passthrough open keeps the open, so the file stays pinned
-    until it is unmapped, and pages out after.)"""
+    """A judge's cargo build under ram=256M with a backing store (2026-11-28)
+    wrote rlibs whose lib.rmeta members were all zeros: rustc writes a
+    crate's metadata, opens it, maps it, closes it and copies the mapping
+    into the archive. The open passed through; its mapping maps the memory
+    file and outlives the open's RELEASE, after which the pager punched
+    the file's pages out under it, and it read zeros. A memory file that a
+    mapping still holds keeps its pages now; once unmapped it pages out."""
     data = mixed_bytes(random.Random(7), 3 * MIB)
     with scratch_dir() as back, memfs(f"size=256M,ram=8M,backing={back}") as mnt:
         path = os.path.join(mnt, "lib.rmeta")
         with open(path, "wb") as f:
             f.write(data)
-        opens = passthrough_opens_total(mnt)
-        fd = os.open(path, os.O_RDONLY)
-        m = mmap.mmap(fd, len(data), mmap.MAP_PRIVATE, mmap.PROT_READ)
-        os.close(fd)
+        opens = pt_figures(mnt)["passthrough_opens_total"]
+        m = RawMapping(path, len(data))
         try:
-            assert passthrough_opens_total(mnt) == opens + 1, "the reader's open did not pass through"
-            # Pressure, and the file pushed out by hand as well.
+            assert pt_figures(mnt)["passthrough_opens_total"] == opens + 1, "the reader's open did not pass through"
+            # The open is over (its RELEASE came); the mapping is not.
+            left = settle(lambda: pt_figures(mnt)["passthrough_opens"], lambda n: n == 0)
+            assert left == 0, left
             with open(os.path.join(mnt, "other"), "wb") as f:
                 f.write(mixed_bytes(random.Random(8), 24 * MIB))
             subprocess.run([MEMFS_BIN, "evict", path], check=True, capture_output=True)
-            assert m[:] == data, f"the mapping no longer reads the file: {stats_line(pager_stats(mnt))}"
+            got = m.read()
+            assert got == data, (f"the mapping reads {got.count(0)} zero bytes of {len(got)} "
+                                 f"({data.count(0)} written): {stats_line(pager_stats(mnt))}")
         finally:
             m.close()
         # Unmapped: its pages may leave RAM again.
@@ -924,6 +954,33 @@ def test_a_mapping_kept_after_close_reads_the_file_while_pages_go_out():
         assert "evicted 0 pages" not in out, out
         drop_caches()
         assert read_whole(path) == data
+
+
+def test_a_new_files_mapping_kept_after_close_never_shows_another_file():
+    """Found with the one above: a new small file starts in a memory file
+    (passthrough_create=) and moves back into the heap at its last close;
+    its emptied memory file was kept for the next new file. A mapping made
+    through the creating open outlives that close, so it went on to show
+    the next new file's bytes. A memory file a mapping holds is left as
+    it is now."""
+    with memfs("size=64M") as mnt:
+        if not pt_figures(mnt)["passthrough"]:
+            pytest.skip("passthrough is off here (it needs root and a kernel that offers it)")
+        mine = b"mine " * 1000
+        fd = os.open(os.path.join(mnt, "mine"), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        os.write(fd, mine)
+        m = RawMapping(None, len(mine), mmap.MAP_SHARED, fd=fd)  # closes fd
+        try:
+            settle(lambda: pt_figures(mnt)["passthrough_opens"], lambda n: n == 0)
+            theirs = b"THEIRS" * 900
+            for i in range(8):
+                with open(os.path.join(mnt, f"theirs{i}"), "wb") as f:
+                    f.write(theirs)
+            got = m.read()
+            assert got == mine, f"the mapping of a closed file shows other bytes: {got[:24]!r}"
+        finally:
+            m.close()
+        assert read_whole(os.path.join(mnt, "mine")) == mine
 
 
 # ------------------------------------------------- 6. scan resistance
