@@ -166,7 +166,8 @@ const OVERHEAD_MAX_PCT: u64 = 25;
 /// in the store's bound ([`Pager::store_bound`]), past which a page-out
 /// finds the store full, so that the index, which no page-out shrinks,
 /// never crowds the pages out of RAM nor takes the daemon past `ram=`.
-/// Half the ceiling indexes a store 28 times its size (4 KiB pages).
+/// Half the ceiling indexes a store 28.4 times its size (4 KiB pages at
+/// 72 bytes each: 0.5 x 4096 / 72).
 pub const STORE_INDEX_PCT: u64 = 50;
 
 /// Settings of a mount's pager.
