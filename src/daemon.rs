@@ -424,6 +424,18 @@ fn kernel_files(opts: &MountOptions) -> Result<Option<(KernelStore, u64)>, Strin
                 log::info!("memory files: huge=never under a RAM ceiling (the pager pages them a page at a time)");
             }
             let store = KernelStore::new(opts.size, opts.memory_file_huge(), &opts.mpol.to_string());
+            if !store.tells_mappings() {
+                // A mapping made through a passthrough open outlives the
+                // open; memfs must see it before it changes a memory file
+                // under it (core/memfile.rs `held_elsewhere`).
+                let why = "memfs cannot tell here when a file's memory is still mapped after its close \
+                           (no private tmpfs, or file leases are off: fs.leases-enable=0)";
+                if required {
+                    return Err(format!("invalid mount option 'passthrough=on': {why}"));
+                }
+                log::info!("passthrough: off, {why}");
+                return Ok(None);
+            }
             log::info!("passthrough: files of {} bytes or more in {} memory files", opts.passthrough_min, store.kind());
             Ok(Some((store, opts.passthrough_min)))
         }

@@ -246,7 +246,7 @@ impl Fs {
                 continue;
             };
             let Some(f) = data.kernel() else { continue };
-            if f.pinned() || f.pages_seen() == 0 || (probation && f.in_use()) || f.held_elsewhere() {
+            if f.pinned() || f.pages_seen() == 0 || (probation && f.in_use()) {
                 continue;
             }
             let key = (f.in_use(), f.last_use());
@@ -348,6 +348,9 @@ impl Fs {
         let (idxs, copies, next) = {
             let Some(data) = lock.try_read() else { return (0, Some(from), true) };
             let Some(f) = data.kernel() else { return (0, None, false) };
+            if f.pinned() || f.held_elsewhere() {
+                return (0, None, false); // in use by the kernel, or mapped past its close: passed over
+            }
             let size = inode.meta().size;
             let idxs = f.data_page_idxs(from, size.div_ceil(PAGE), max);
             let copies: Vec<Vec<u8>> = idxs.iter().filter_map(|&i| f.read(i * PAGE, PAGE as usize).ok()).collect();
@@ -369,7 +372,7 @@ impl Fs {
         let (mut moved, mut to_disk) = (0, 0);
         // Asked again under the lock: an open, a mapping and a close may
         // have come since the file was picked.
-        let held = data.kernel().is_some_and(MemFile::held_elsewhere);
+        let held = data.kernel().is_some_and(|f| f.pinned() || f.held_elsewhere());
         for ((idx, copy), slot) in idxs.into_iter().zip(&copies).zip(slots) {
             let Some(slot) = slot else { continue };
             let unchanged = !held

@@ -59,6 +59,12 @@ pub struct KernelStore {
     huge_always: Arc<AtomicBool>,
     /// Passthrough opens of all its memory files ([`Pins`]).
     pins: Arc<StorePins>,
+    /// Whether its files tell when something else holds them open
+    /// ([`MemFile::held_elsewhere`]): files of the private tmpfs, where a
+    /// write lease on a new one was granted (not where leases are off,
+    /// `fs.leases-enable=0`, nor for memfd files, whose lease is refused
+    /// even with no other open).
+    tells: bool,
 }
 
 /// A store's passthrough opens: all of them, and those that may write.
@@ -117,8 +123,7 @@ pub struct MemFile {
     /// Passthrough opens: while any exists the kernel may touch any page,
     /// so none may be paged out (core/reclaim.rs).
     pins: Pins,
-    /// Whether [`MemFile::held_elsewhere`] can tell (a file of the private
-    /// tmpfs; a memfd's lease is refused even with no other open).
+    /// Whether [`MemFile::held_elsewhere`] can tell ([`KernelStore::tells_mappings`]).
     probe: bool,
     /// When memfs last used the file (a tick of [`tick`]): the pager pages
     /// out the memory file used longest ago first.
@@ -226,14 +231,33 @@ impl KernelStore {
                 detached_tmpfs(size_bytes, "never", mpol)
             })
             .ok();
-        KernelStore {
+        let mut store = KernelStore {
             huge_always: Arc::new(AtomicBool::new(mount.is_some() && made == Huge::Always)),
             mount: mount.map(Arc::new),
             size_set: Arc::new(Mutex::new(size_bytes)),
             context: Arc::default(),
             pool: Arc::default(),
             pins: Arc::default(),
-        }
+            tells: false,
+        };
+        // A new file, alone on its inode, must take a write lease.
+        store.tells = store.mount.is_some()
+            && store.new_kernel_file().is_ok_and(|fd| {
+                // SAFETY: F_SETLEASE on a file of our own, let go at once.
+                unsafe {
+                    let granted = libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_WRLCK) == 0;
+                    libc::fcntl(fd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK);
+                    granted
+                }
+            });
+        store
+    }
+
+    /// Whether memfs can tell that a memory file is still mapped after the
+    /// open that mapped it was released ([`MemFile::held_elsewhere`]):
+    /// without that, passthrough cannot be offered safely (daemon.rs).
+    pub fn tells_mappings(&self) -> bool {
+        self.tells
     }
 
     /// Pages the private instance holds now, those of deleted files the
@@ -260,6 +284,7 @@ impl KernelStore {
             pool: Arc::default(),
             huge_always: Arc::default(),
             pins: Arc::default(),
+            tells: false,
         }
     }
 
@@ -421,7 +446,7 @@ impl KernelStore {
             fd,
             seen: Mutex::new(None),
             pins: Pins { own: AtomicU32::new(0), own_writers: AtomicU32::new(0), store: self.pins.clone() },
-            probe: self.mount.is_some(),
+            probe: self.tells,
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),

@@ -914,6 +914,28 @@ class RawMapping:
     def read(self):
         return ctypes.string_at(self.addr, self.length)
 
+    def read_in_child(self):
+        """The mapping's bytes, read by a forked child: a mapping of a file
+        emptied under it dies of SIGBUS, which must fail the test, not end
+        pytest. None when the child died."""
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                data = self.read()
+                while data:
+                    data = data[os.write(w, data):]
+            finally:
+                os._exit(0)
+        os.close(w)
+        chunks = []
+        while chunk := os.read(r, 1 << 20):
+            chunks.append(chunk)
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+        return b"".join(chunks) if os.WIFEXITED(status) else None
+
     def close(self):
         if self.addr is not None:
             self.libc.munmap(self.addr, self.length)
@@ -930,6 +952,8 @@ def test_a_mapping_kept_after_close_reads_the_file_while_pages_go_out():
     mapping still holds keeps its pages now; once unmapped it pages out."""
     data = mixed_bytes(random.Random(7), 3 * MIB)
     with scratch_dir() as back, memfs(f"size=256M,ram=8M,backing={back}") as mnt:
+        if not pt_figures(mnt)["passthrough"]:
+            pytest.skip("passthrough is off here (it needs root and a kernel that offers it)")
         path = os.path.join(mnt, "lib.rmeta")
         with open(path, "wb") as f:
             f.write(data)
@@ -943,7 +967,8 @@ def test_a_mapping_kept_after_close_reads_the_file_while_pages_go_out():
             with open(os.path.join(mnt, "other"), "wb") as f:
                 f.write(mixed_bytes(random.Random(8), 24 * MIB))
             subprocess.run([MEMFS_BIN, "evict", path], check=True, capture_output=True)
-            got = m.read()
+            got = m.read_in_child()
+            assert got is not None, "reading the mapping was killed (SIGBUS)"
             assert got == data, (f"the mapping reads {got.count(0)} zero bytes of {len(got)} "
                                  f"({data.count(0)} written): {stats_line(pager_stats(mnt))}")
         finally:
@@ -967,20 +992,49 @@ def test_a_new_files_mapping_kept_after_close_never_shows_another_file():
         if not pt_figures(mnt)["passthrough"]:
             pytest.skip("passthrough is off here (it needs root and a kernel that offers it)")
         mine = b"mine " * 1000
+        opens = pt_figures(mnt)["passthrough_opens_total"]
         fd = os.open(os.path.join(mnt, "mine"), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
         os.write(fd, mine)
+        assert pt_figures(mnt)["passthrough_opens_total"] == opens + 1, "the creating open did not pass through"
         m = RawMapping(None, len(mine), mmap.MAP_SHARED, fd=fd)  # closes fd
         try:
-            settle(lambda: pt_figures(mnt)["passthrough_opens"], lambda n: n == 0)
+            left = settle(lambda: pt_figures(mnt)["passthrough_opens"], lambda n: n == 0)
+            assert left == 0, left
             theirs = b"THEIRS" * 900
             for i in range(8):
                 with open(os.path.join(mnt, f"theirs{i}"), "wb") as f:
                     f.write(theirs)
-            got = m.read()
+            got = m.read_in_child()
+            assert got is not None, "reading the mapping was killed (SIGBUS): the file was emptied under it"
             assert got == mine, f"the mapping of a closed file shows other bytes: {got[:24]!r}"
         finally:
             m.close()
         assert read_whole(os.path.join(mnt, "mine")) == mine
+
+
+def test_passthrough_needs_to_tell_when_a_memory_file_is_mapped():
+    """Where a write lease cannot be taken (fs.leases-enable=0) memfs cannot
+    tell that a memory file is still mapped after its close (the two tests
+    above): passthrough=on is refused, saying why, and auto mounts
+    without passthrough."""
+    knob = "/proc/sys/fs/leases-enable"
+    with open(knob) as f:
+        was = f.read().strip()
+    path = tempfile.mkdtemp(prefix="memfs-leases-")
+    try:
+        with open(knob, "w") as f:
+            f.write("0")
+        r = subprocess.run([MEMFS_BIN, "-o", "passthrough=on", path], capture_output=True, text=True, timeout=60)
+        if r.returncode == 0:
+            umount(path)
+        assert r.returncode != 0, "passthrough=on mounted where leases are off"
+        assert "passthrough=on" in r.stderr and "leases" in r.stderr, r.stderr
+        with memfs("size=64M") as mnt:
+            assert pt_figures(mnt)["passthrough"] == 0
+    finally:
+        with open(knob, "w") as f:
+            f.write(was)
+        os.rmdir(path)
 
 
 # ------------------------------------------------- 6. scan resistance
