@@ -269,52 +269,47 @@ impl Fs {
     /// no cached copy of the old bytes can outlive the move), none of its
     /// pages is paged out, and no passthrough open pins it. It stays a
     /// memory file otherwise, as large files do.
-    pub fn file_closed(&self, ino: Ino) {
-        let Ok(inode) = self.file(ino) else { return };
-        let lock = data_lock(&inode);
-        // Mapped by a process past its close (`MemFile::held_elsewhere`):
-        // emptied and handed to another file, its mapping would show that
-        // file. The kernel lets go of a closed open's own file a moment
-        // after its RELEASE is sent: asked again up to three times over
-        // about 100 µs, with the lock let go in between (without the
-        // retries 0.5% of 5,000 small new files stayed in memory files).
-        for wait in [25, 25, 50, 0] {
-            let mut data = lock.write();
-            let Some(f) = data.kernel() else { return };
-            if !f.is_fresh() || f.pinned() || data.cold_count() != 0 || inode.meta().nlink == 0 {
-                return; // (a deleted file goes with its FORGET: nothing to pack)
-            }
-            self.sync_kernel(&inode, &data); // what the passthrough writers did
-            let size = inode.meta().size;
-            if size >= self.passthrough_min.load(Ordering::Relaxed) {
-                return;
-            }
-            if f.held_elsewhere() {
-                drop(data);
-                if wait == 0 {
-                    return; // it stays a memory file
-                }
-                std::thread::sleep(std::time::Duration::from_micros(wait));
-                continue;
-            }
-            match data.move_from_kernel(size) {
-                Ok(Some((pages, f))) => {
-                    let mut m = inode.meta();
-                    self.usage.kernel_pages_changed(-(m.pages as i64));
-                    self.charge_to(&mut m, pages);
-                    drop(m);
-                    drop(data);
-                    if let Some(store) = &self.kernel_store {
-                        store.recycle(f);
-                    }
-                    self.kernel_inos.lock().remove(&ino);
-                    self.settle_ceiling(); // the heap pages count toward ram= now
-                }
-                Ok(None) => {}
-                Err(e) => log::warn!("inode {ino}: stays in its memory file: {e}"),
-            }
-            return;
+    ///
+    /// False when the file would move but another struct file of the
+    /// kernel still holds its memory file (`MemFile::held_elsewhere`): a
+    /// process may have mapped it and closed its descriptor, and the
+    /// emptied memory file, handed to another file, would show that file
+    /// through the mapping. The kernel also lets go of a closed
+    /// passthrough open's own file only a moment after the RELEASE: the
+    /// caller asks again later (fuse/settle.rs), never by sleeping here.
+    /// True when there is nothing (more) to do.
+    pub fn file_closed(&self, ino: Ino) -> bool {
+        let Ok(inode) = self.file(ino) else { return true };
+        let mut data = data_lock(&inode).write();
+        let Some(f) = data.kernel() else { return true };
+        if !f.is_fresh() || f.pinned() || data.cold_count() != 0 || inode.meta().nlink == 0 {
+            return true; // (a deleted file goes with its FORGET: nothing to pack)
         }
+        self.sync_kernel(&inode, &data); // what the passthrough writers did
+        let size = inode.meta().size;
+        if size >= self.passthrough_min.load(Ordering::Relaxed) {
+            return true;
+        }
+        if f.held_elsewhere() {
+            return false;
+        }
+        match data.move_from_kernel(size) {
+            Ok(Some((pages, f))) => {
+                let mut m = inode.meta();
+                self.usage.kernel_pages_changed(-(m.pages as i64));
+                self.charge_to(&mut m, pages);
+                drop(m);
+                drop(data);
+                if let Some(store) = &self.kernel_store {
+                    store.recycle(f);
+                }
+                self.kernel_inos.lock().remove(&ino);
+                self.settle_ceiling(); // the heap pages count toward ram= now
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("inode {ino}: stays in its memory file: {e}"),
+        }
+        true
     }
 
     /// A cached open (through the kernel's page cache) of regular file

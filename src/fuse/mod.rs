@@ -34,6 +34,7 @@ mod ioctl;
 mod parked;
 mod passthrough;
 pub mod poll;
+mod settle;
 pub use counted::Counted;
 pub use parked::{Parked, RETURNING_GRACE};
 use passthrough::{cached_open_flags, Created, OpenReply, Passthrough, FH_CACHED};
@@ -112,7 +113,11 @@ impl MemFs {
             // One daemon serves one mount, so this is the mount's setting.
             let _ = FILE_TTL.set(Duration::ZERO);
         }
-        let passthrough = Arc::new(Passthrough::new(stats.clone(), invalidator.attr_dropper()));
+        let settler = settle::Settler::start(Arc::downgrade(&fs)).unwrap_or_else(|e| {
+            log::warn!("no thread to move small new files back into the heap after their close: {e}");
+            settle::Settler::none()
+        });
+        let passthrough = Arc::new(Passthrough::new(stats.clone(), invalidator.attr_dropper(), settler));
         // strictatime at mount: OPEN and OPENDIR are answered from the first
         // one (an ENOSYS would stop them for the connection's life).
         let strict_opens = fs.strictatime();

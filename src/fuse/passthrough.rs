@@ -34,6 +34,7 @@ use std::time::Duration;
 use fuser::{BackingId, Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyOpen};
 
 use super::invalidate::AttrDropper;
+use super::settle::Settler;
 use crate::core::{AtimeReads, Fs};
 use crate::ctl::stats::Stats;
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering};
@@ -192,16 +193,20 @@ pub struct Passthrough {
     /// Drops a file's cached attributes at its first passthrough open for
     /// reading and writing ([`RW_OPENS`]).
     attrs: AttrDropper,
+    /// Asks again later about a small new file whose memory file the
+    /// kernel still held at its last RELEASE.
+    settler: Settler,
 }
 
 impl Passthrough {
-    pub fn new(stats: Arc<Stats>, attrs: AttrDropper) -> Passthrough {
+    pub fn new(stats: Arc<Stats>, attrs: AttrDropper, settler: Settler) -> Passthrough {
         Passthrough {
             stats,
             enabled: AtomicBool::new(false),
             opens: Mutex::default(),
             refused: AtomicBool::new(false),
             attrs,
+            settler,
         }
     }
 
@@ -391,8 +396,10 @@ impl Passthrough {
             // and the pager may page the file out again.
             fs.unpin_kernel_file(ino.0, fh != FH_PASSTHROUGH);
         }
-        if closed {
-            fs.file_closed(ino.0); // a small new file moves back into the heap
+        // A small new file moves back into the heap (later, if the
+        // kernel still holds its memory file).
+        if closed && !fs.file_closed(ino.0) {
+            self.settler.later(ino.0);
         }
         // The kernel's limit on memory files matters to passthrough writers
         // only: with none left, the next passthrough open sets it.

@@ -593,6 +593,15 @@ def test_ram_changes_live_through_remount_and_the_control_file():
             with open(os.path.join(mnt, ".memfs", "opts", "ram"), "w") as f:
                 f.write("3M")
             assert pager_stats(mnt)["ram_limit_bytes"] == 3 * MIB
+            # Below the least ceiling, as written: refused, even where it
+            # would round up to the ceiling the mount has.
+            with open(os.path.join(mnt, ".memfs", "opts", "ram"), "w") as f:
+                f.write("64k")
+            r = subprocess.run([MEMFS_BIN, "-o", "remount,ram=63k", mnt], capture_output=True, text=True)
+            assert r.returncode != 0 and "ram" in r.stderr, r.stderr
+            assert pager_stats(mnt)["ram_limit_bytes"] == 64 * 1024
+            with open(os.path.join(mnt, ".memfs", "opts", "ram"), "w") as f:
+                f.write("3M")
             drop_caches()
             assert read_whole(os.path.join(mnt, "f")) == data
     with memfs("size=64M") as mnt:
