@@ -259,6 +259,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
         // This process serves one mount: the arenas' free space in RAM is
         // this pager's, counted under ram= (core/pager/mod.rs).
         p.count_overhead();
+        // And the io_uring queues' buffers (0 over /dev/fuse).
+        p.count_outside(Box::new(fuser::uring_buffer_bytes));
     }
     // One malloc arena, the main one, for every thread. malloc_trim gives
     // back the free pages of every arena but never the free top of a

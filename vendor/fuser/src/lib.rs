@@ -84,6 +84,7 @@ pub use crate::session::SessionUnmounter;
 pub use crate::uring::Transport;
 pub use crate::uring::TransportStatus;
 pub use crate::uring::kernel_enabled as uring_enabled_in_kernel;
+pub use crate::uring::buffer_bytes as uring_buffer_bytes;
 
 mod access_flags;
 mod bsd_file_flags;

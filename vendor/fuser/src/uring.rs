@@ -145,6 +145,50 @@ const OPCODE_WRITE: u32 = abi::fuse_opcode::FUSE_WRITE as u32;
 /// idle buffers back to the kernel ([`trim_idle`]); memfs's own trim
 /// (src/trim.rs) waits for the same quiet second before it gives back.
 const IDLE_TRIM: std::time::Duration = std::time::Duration::from_secs(1);
+/// Bytes of the queues' payload buffers in RAM: each entry's high-water
+/// mark (whole pages) of the requests and replies it carried since it was
+/// last trimmed, summed over every queue of the process ([`buffer_bytes`]).
+static BUFFER_BYTES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// RAM the io_uring queues' payload buffers hold now, as far as their
+/// threads know (pages touched by requests and replies and not yet given
+/// back); 0 over /dev/fuse. A file system that bounds its memory (memfs's
+/// `ram=`) counts it.
+pub fn buffer_bytes() -> u64 {
+    BUFFER_BYTES.load(Ordering::Relaxed)
+}
+
+/// A queue's share of [`BUFFER_BYTES`]: each entry's high-water mark of
+/// payload bytes, in whole pages; given back when the queue ends.
+struct Touched([usize; QUEUE_DEPTH]);
+
+impl Touched {
+    /// Raise entry `ent`'s mark to `sz` bytes.
+    fn note(&mut self, ent: usize, sz: usize) {
+        let want = sz.next_multiple_of(4096);
+        if want > self.0[ent] {
+            BUFFER_BYTES.fetch_add((want - self.0[ent]) as u64, Ordering::Relaxed);
+            self.0[ent] = want;
+        }
+    }
+
+    /// Entry `ent`'s buffer was given back.
+    fn trimmed(&mut self, ent: usize) {
+        BUFFER_BYTES.fetch_sub(self.0[ent] as u64, Ordering::Relaxed);
+        self.0[ent] = 0;
+    }
+}
+
+impl Drop for Touched {
+    fn drop(&mut self) {
+        BUFFER_BYTES.fetch_sub(self.0.iter().sum::<usize>() as u64, Ordering::Relaxed);
+    }
+}
+
+/// A request or reply this large (in its payload buffer) makes the queue
+/// give its buffers back [`IDLE_TRIM`] after it, whatever small requests
+/// come meanwhile.
+const BIG_PAYLOAD: usize = 64 << 10;
 
 /// `struct fuse_uring_ent_in_out`.
 #[repr(C)]
@@ -708,6 +752,12 @@ fn serve_queue<FS: Filesystem>(
     let mut busy = [false; QUEUE_DEPTH];
     // A request was served since the buffers were last given back.
     let mut touched = false;
+    // The last request or reply of [`BIG_PAYLOAD`] or more since then:
+    // the buffers are given back IDLE_TRIM after it even while small
+    // requests keep coming (`memfs stat --watch` reads once a second).
+    let mut last_big: Option<std::time::Instant> = None;
+    // Each entry's payload bytes in RAM, as counted in BUFFER_BYTES.
+    let mut hw = Touched([0; QUEUE_DEPTH]);
     let idle = types::Timespec::from(IDLE_TRIM);
     loop {
         // Replies ready since the last turn become commits.
@@ -717,6 +767,12 @@ fn serve_queue<FS: Filesystem>(
             // the request that borrowed its payload has been served: only
             // this thread touches the entry now.
             let commit_id = unsafe { prepare_commit(&q.ents[usize::from(ent)]) };
+            // SAFETY: as above.
+            let sz = unsafe { payload_sz(&q.ents[usize::from(ent)]) };
+            hw.note(usize::from(ent), sz);
+            if sz >= BIG_PAYLOAD {
+                last_big = Some(std::time::Instant::now());
+            }
             sqes.push(fuse_cmd(dev, q, ent, CMD_COMMIT_AND_FETCH, commit_id));
             busy[usize::from(ent)] = false;
             *in_kernel += 1;
@@ -726,20 +782,26 @@ fn serve_queue<FS: Filesystem>(
         }
         push_all(ring, sqes)?;
         // After a request, wait at most IDLE_TRIM; idle since, give back.
-        let waited = if touched && end.is_none() {
-            ring.submitter()
-                .submit_with_args(1, &types::SubmitArgs::new().timespec(&idle))
-        } else {
-            ring.submit_and_wait(1)
+        // After a large one, at most until IDLE_TRIM has passed since it.
+        let after_big = last_big.map(|t| types::Timespec::from(IDLE_TRIM.saturating_sub(t.elapsed())));
+        let waited = match (&after_big, touched && end.is_none()) {
+            (Some(left), true) => ring
+                .submitter()
+                .submit_with_args(1, &types::SubmitArgs::new().timespec(left)),
+            (None, true) => ring
+                .submitter()
+                .submit_with_args(1, &types::SubmitArgs::new().timespec(&idle)),
+            (_, false) => ring.submit_and_wait(1),
         };
         match waited {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::ETIME) => {
                 // (Made with DEFER_TASKRUN, which needs SINGLE_ISSUER.)
                 if ring.params().is_setup_single_issuer() {
-                    trim_idle(q, ring, &busy, buf);
+                    trim_idle(q, ring, &busy, buf, &mut hw);
                 }
                 touched = false;
+                last_big = None;
                 continue;
             }
             Err(e)
@@ -798,6 +860,12 @@ fn serve_queue<FS: Filesystem>(
             }
             busy[usize::from(ent)] = true;
             touched = true;
+            // SAFETY: the kernel completed this entry (module doc).
+            let sz = unsafe { payload_sz(&q.ents[usize::from(ent)]) };
+            hw.note(usize::from(ent), sz);
+            if sz >= BIG_PAYLOAD {
+                last_big = Some(std::time::Instant::now());
+            }
             serve_entry(q, ent, buf, se);
         }
     }
@@ -838,8 +906,9 @@ fn trim_idle(
     ring: &mut IoUring<Entry128, cqueue::Entry>,
     busy: &[bool; QUEUE_DEPTH],
     buf: &mut [u8],
+    hw: &mut Touched,
 ) {
-    for (e, _) in q.ents.iter().zip(busy).filter(|(_, b)| !**b) {
+    for (k, (e, _)) in q.ents.iter().zip(busy).enumerate().filter(|(_, (_, b))| !**b) {
         if !ring.completion().is_empty() {
             return;
         }
@@ -848,6 +917,7 @@ fn trim_idle(
         unsafe {
             libc::madvise(e.payload.sub(HEADROOM).cast(), HEADROOM + e.payload_len, libc::MADV_DONTNEED);
         }
+        hw.trimmed(k);
     }
     // The reassembly buffer's whole pages (it is scratch: nothing in it is
     // read before a request is copied in again).
@@ -877,6 +947,15 @@ unsafe fn prepare_commit(e: &RingEnt) -> u64 {
         }
         (*e.header).ent_in_out.commit_id
     }
+}
+
+/// The payload size in entry `e`'s header: the request's after its
+/// completion, the reply's once it is written.
+///
+/// # Safety
+/// Only the queue's thread, while the kernel does not hold the entry.
+unsafe fn payload_sz(e: &RingEnt) -> usize {
+    unsafe { (*e.header).ent_in_out.payload_sz as usize }
 }
 
 fn wake_poll(q: &QueueShared) -> Entry128 {
