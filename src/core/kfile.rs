@@ -528,7 +528,7 @@ impl Fs {
         }
         let len = n(&inode.meta());
         if len > 0 {
-            if let Err(e) = self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE)) {
+            if let Err(e) = self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE), false) {
                 // Under a tiny ceiling a large request's pages can push each
                 // other out as they load, round after round (a 1 MiB direct
                 // read under ram=2M got EIO): serve it from loaded copies
@@ -621,7 +621,7 @@ impl Fs {
             let pos = off + done as u64;
             let mut len = (buf.len() - done).min(CHUNK);
             let first = pos / PAGE_SIZE;
-            if let Err(e) = self.kernel_page_in(inode, first, (pos + len as u64).div_ceil(PAGE_SIZE)) {
+            if let Err(e) = self.kernel_page_in(inode, first, (pos + len as u64).div_ceil(PAGE_SIZE), true) {
                 failure = Some(e);
                 break;
             }
@@ -774,10 +774,10 @@ impl Fs {
         let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         if mode.punch_hole {
             // Only the edge pages keep bytes; paged-out pages inside go.
-            self.kernel_page_in(inode, first, first + 1)?;
-            self.kernel_page_in(inode, last.saturating_sub(1), last)?;
+            self.kernel_page_in(inode, first, first + 1, true)?;
+            self.kernel_page_in(inode, last.saturating_sub(1), last, true)?;
         } else {
-            self.kernel_page_in(inode, first, last)?;
+            self.kernel_page_in(inode, first, last, true)?;
         }
         let mut data = lock.write();
         let mut reserved = 0;
@@ -914,7 +914,7 @@ impl Fs {
     /// in part, if paged out (no lock held).
     pub(super) fn kernel_prepare_truncate(&self, inode: &Inode, size: u64) -> FsResult<()> {
         if size % PAGE_SIZE != 0 {
-            self.kernel_page_in(inode, size / PAGE_SIZE, size / PAGE_SIZE + 1)?;
+            self.kernel_page_in(inode, size / PAGE_SIZE, size / PAGE_SIZE + 1, true)?;
         }
         Ok(())
     }

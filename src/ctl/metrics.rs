@@ -209,6 +209,14 @@ pub const TRANSPORT: &[Scalar] = &[
         help: "io_uring queues, one per possible CPU (0 on /dev/fuse).",
         get: |v| v.stats.transport.get().queues,
     },
+    Scalar {
+        key: "io_uring_buffer_bytes",
+        metric: "memfs_transport_io_uring_buffer_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes of the queues' payload buffers in RAM (touched by requests and replies since their last trim, \
+               a second after the last large one); under ram= counted in stats/pager overhead_bytes.",
+        get: |_| fuser::uring_buffer_bytes(),
+    },
 ];
 
 /// `stats/migrate`: the last (or running) `memfs migrate`.

@@ -768,8 +768,11 @@ fn serve_queue<FS: Filesystem>(
             // this thread touches the entry now.
             let commit_id = unsafe { prepare_commit(&q.ents[usize::from(ent)]) };
             // SAFETY: as above.
-            let sz = unsafe { payload_sz(&q.ents[usize::from(ent)]) };
+            let sz = unsafe { payload_sz(&q.ents[usize::from(ent)]) }.min(q.ents[usize::from(ent)].payload_len);
             hw.note(usize::from(ent), sz);
+            // (A reply from another thread can come after a trim cleared
+            // `touched`: the wait must still time out to trim it.)
+            touched = true;
             if sz >= BIG_PAYLOAD {
                 last_big = Some(std::time::Instant::now());
             }
@@ -861,7 +864,7 @@ fn serve_queue<FS: Filesystem>(
             busy[usize::from(ent)] = true;
             touched = true;
             // SAFETY: the kernel completed this entry (module doc).
-            let sz = unsafe { payload_sz(&q.ents[usize::from(ent)]) };
+            let sz = unsafe { payload_sz(&q.ents[usize::from(ent)]) }.min(q.ents[usize::from(ent)].payload_len);
             hw.note(usize::from(ent), sz);
             if sz >= BIG_PAYLOAD {
                 last_big = Some(std::time::Instant::now());
