@@ -115,7 +115,9 @@ def test_transport_is_io_uring_and_reported(uring_enabled):
     with uring_mount() as mnt:
         name, keys = transport(mnt)
         assert name == "io_uring"
+        held = keys.pop("io_uring_buffer_bytes")
         assert keys == {"io_uring": 1, "io_uring_queues": possible_cpus()}
+        assert 0 <= held <= possible_cpus() * 8 * MIB, held
         out = subprocess.run([MEMFS_BIN, "stat", mnt], capture_output=True, text=True, check=True).stdout
         assert f"transport io_uring ({possible_cpus()} queues)" in out
         with open(os.path.join(mnt, ".memfs", "stats", "prometheus")) as f:
@@ -539,7 +541,7 @@ def test_uring_on_refused_when_the_kernel_has_it_off(uring_enabled):
         assert not is_mountpoint(path)
         r = start_memfs(path, "uring=auto")
         assert r.returncode == 0, r.stderr
-        assert transport(path) == ("dev_fuse", {"io_uring": 0, "io_uring_queues": 0})
+        assert transport(path) == ("dev_fuse", {"io_uring": 0, "io_uring_queues": 0, "io_uring_buffer_bytes": 0})
     finally:
         write_param("Y")
         umount(path)
