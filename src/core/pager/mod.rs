@@ -120,6 +120,7 @@ pub mod admit;
 pub mod backing;
 pub mod codec;
 pub mod policy;
+mod ring;
 
 use std::collections::VecDeque;
 
