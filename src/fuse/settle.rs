@@ -24,7 +24,7 @@
 //! between simply wins. The thread sleeps on its channel while nothing
 //! waits, and ends with the mount.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -47,34 +47,35 @@ impl Settler {
     pub fn start(fs: Weak<Fs>) -> std::io::Result<Settler> {
         let (tx, rx) = channel::<u64>();
         std::thread::Builder::new().name("memfs-settle".into()).spawn(move || {
-            // Inode -> (when to ask next, tries left).
-            let mut due: HashMap<u64, (Instant, u32)> = HashMap::new();
+            // (When to ask next, inode) -> tries left, soonest first. Due
+            // files are asked about after every message too: a stream of
+            // closes (two creating clients) kept the wait from ever timing
+            // out, and every file waited in its memory file until a pause.
+            let mut due: BTreeMap<(Instant, u64), u32> = BTreeMap::new();
             loop {
-                let got = match due.values().map(|d| d.0).min() {
+                let got = match due.first_key_value() {
                     None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    Some(next) => rx.recv_timeout(next.saturating_duration_since(Instant::now())),
+                    Some((&(next, _), _)) => rx.recv_timeout(next.saturating_duration_since(Instant::now())),
                 };
                 match got {
                     Ok(ino) => {
-                        due.insert(ino, (Instant::now() + FIRST_WAIT, TRIES));
-                        continue;
+                        due.insert((Instant::now() + FIRST_WAIT, ino), TRIES);
                     }
                     Err(RecvTimeoutError::Disconnected) => return,
                     Err(RecvTimeoutError::Timeout) => {}
                 }
-                let Some(fs) = fs.upgrade() else { return };
                 let now = Instant::now();
-                due.retain(|&ino, (at, left)| {
-                    if *at > now {
-                        return true;
+                if due.first_key_value().is_none_or(|(&(at, _), _)| at > now) {
+                    continue;
+                }
+                let Some(fs) = fs.upgrade() else { return };
+                while let Some(entry) = due.first_entry().filter(|e| e.key().0 <= now) {
+                    let ((_, ino), left) = entry.remove_entry();
+                    let left = left - 1;
+                    if !fs.file_closed(ino) && left > 0 {
+                        due.insert((now + FIRST_WAIT * 4u32.pow(TRIES - left), ino), left);
                     }
-                    *left -= 1;
-                    if fs.file_closed(ino) || *left == 0 {
-                        return false;
-                    }
-                    *at = now + FIRST_WAIT * 4u32.pow(TRIES - *left);
-                    true
-                });
+                }
             }
         })?;
         Ok(Settler { tx: Some(tx) })
