@@ -74,13 +74,13 @@ pub trait BackingIo: Send + Sync + std::fmt::Debug {
 
 fn read_one_by_one(io: &(impl BackingIo + ?Sized), ios: &mut [SlotIo]) {
     for one in ios {
-        one.result = io.read_at(one.bufs.as_mut(), one.off);
+        one.result = io.read_at(one.bufs.bytes(), one.off);
     }
 }
 
 fn write_one_by_one(io: &(impl BackingIo + ?Sized), ios: &mut [SlotIo]) {
     for one in ios {
-        one.result = io.write_at(one.bufs.as_mut(), one.off);
+        one.result = io.write_at(one.bufs.bytes(), one.off);
     }
 }
 
@@ -670,13 +670,17 @@ impl Backing {
             // The run failed as a whole (a store nearly full takes part of
             // it): page by page, so that what fits is kept, until one finds
             // the file system full (the slots after it would too).
+            // Each page from its own bytes: a failed ring leaves no buffer.
             let mut full = false;
+            let mut one = Box::new(SlotBuf([0; SLOT]));
             for (k, &i) in run.iter().enumerate() {
                 let slot = first + k as u32;
                 let written = if full {
                     Err(io::Error::from_raw_os_error(libc::ENOSPC))
                 } else {
-                    self.io.write_at(&io.bufs.0[k].0, u64::from(slot) * PAGE_SIZE)
+                    one.0.fill(0);
+                    one.0[..pages[i].0.len()].copy_from_slice(pages[i].0);
+                    self.io.write_at(&one.0, u64::from(slot) * PAGE_SIZE)
                 };
                 if let Err(e) = written {
                     if !full {
@@ -714,9 +718,11 @@ impl Backing {
             if io.result.is_err() {
                 // Page by page: one bad slot, or a slot freed meanwhile at
                 // the top and cut away with the file's end, fails alone.
+                // (Into a buffer of its own: a failed ring leaves none.)
+                let mut one = Box::new(SlotBuf([0; SLOT]));
                 for (k, &i) in run.iter().enumerate() {
-                    if self.io.read_at(&mut io.bufs.0[k].0, u64::from(first + k as u32) * PAGE_SIZE).is_ok() {
-                        out[i] = check(&io.bufs.0[k].0, &refs[i]);
+                    if self.io.read_at(&mut one.0, u64::from(first + k as u32) * PAGE_SIZE).is_ok() {
+                        out[i] = check(&one.0, &refs[i]);
                     }
                 }
                 continue;
@@ -760,7 +766,6 @@ const MAX_RUN: usize = 256;
 
 /// `n` zeroed, aligned slot buffers, contiguous in memory.
 /// The buffers of one I/O: `n` zeroed, aligned slots, contiguous in memory.
-#[derive(Default)]
 pub struct RunBufs(Vec<SlotBuf>);
 
 impl RunBufs {
@@ -769,9 +774,19 @@ impl RunBufs {
     }
 }
 
-impl AsMut<[u8]> for RunBufs {
-    fn as_mut(&mut self) -> &mut [u8] {
+impl RunBufs {
+    fn bytes(&mut self) -> &mut [u8] {
         as_bytes_mut(&mut self.0)
+    }
+}
+
+// SAFETY: the slots are a Vec's, on the heap: they do not move with it.
+unsafe impl ring::StableBuf for RunBufs {
+    fn bytes(&mut self) -> &mut [u8] {
+        RunBufs::bytes(self)
+    }
+    fn replacement(&self) -> RunBufs {
+        RunBufs::new(self.0.len())
     }
 }
 
@@ -1247,6 +1262,51 @@ pub mod tests {
         let r2 = b.store(&[9u8; 4096], true).unwrap();
         assert_eq!(b.load(&r2).unwrap(), vec![9u8; 4096]);
         assert_eq!(b.load(&r).unwrap(), b"hello");
+    }
+
+    /// A store in a real file (O_DIRECT where the file system takes it):
+    /// pages stored and loaded in runs scattered over it, through this
+    /// thread's ring, and again with the ring failing in the middle (its
+    /// buffers are leaked, and each page is then done on its own).
+    #[test]
+    fn scattered_runs_go_through_the_ring_and_survive_its_failure() {
+        let b = Backing::open(&std::env::temp_dir()).unwrap();
+        let page = |i: u32| -> Vec<u8> { (0..4096u32).map(|k| (i * 7 + k / 64) as u8).collect() };
+        let first: Vec<Vec<u8>> = (0..40).map(page).collect();
+        let refs: Vec<DiskRef> = b
+            .store_many(&first.iter().map(|p| (&p[..], true)).collect::<Vec<_>>())
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        // Free every third slot and store into the holes: runs of two
+        // slots with gaps between them.
+        for r in refs.iter().step_by(3) {
+            b.free(r);
+        }
+        let second: Vec<Vec<u8>> = (100..114).map(page).collect();
+        let pairs: Vec<(&[u8], bool)> = second.iter().map(|p| (&p[..], true)).collect();
+        for fail in [false, true] {
+            super::ring::reset();
+            super::ring::FAIL_NEXT_WAIT.with(|f| f.set(fail && super::ring::available()));
+            let again: Vec<DiskRef> = b.store_many(&pairs).into_iter().map(Result::unwrap).collect();
+            assert!(again.windows(2).any(|w| w[1].slot != w[0].slot + 1), "scattered: {again:?}");
+            let kept: Vec<(DiskRef, &Vec<u8>)> =
+                refs.iter().zip(&first).enumerate().filter(|(k, _)| k % 3 != 0).map(|(_, (r, p))| (*r, p)).collect();
+            let mut want: Vec<(DiskRef, &Vec<u8>)> = again.iter().copied().zip(&second).collect();
+            want.extend(kept);
+            want.retain(|(r, _)| r.slot % 4 != 1); // runs with gaps between them
+            want.reverse(); // not in slot order
+            super::ring::reset();
+            super::ring::FAIL_NEXT_WAIT.with(|f| f.set(fail && super::ring::available()));
+            let back = b.load_many(&want.iter().map(|(r, _)| *r).collect::<Vec<_>>());
+            for ((r, p), got) in want.iter().zip(back) {
+                assert_eq!(got.as_ref(), Ok(*p), "slot {} (ring failing: {fail})", r.slot);
+            }
+            for r in again {
+                b.free(&r);
+            }
+        }
+        super::ring::reset();
     }
 
     /// The pager bounds the slots in use (what its ceiling indexes): past
