@@ -515,6 +515,11 @@ impl Fs {
     }
 
     /// The pager's figures, if this mount has one.
+    /// The pager's RAM ceiling in bytes (`ram=`; 0: none).
+    pub fn ram_ceiling(&self) -> u64 {
+        self.pager.as_deref().map_or(0, |p| p.limit())
+    }
+
     pub fn pager_stats(&self) -> Option<pager::PagerStats> {
         self.pager.as_ref().map(|p| p.stats())
     }
