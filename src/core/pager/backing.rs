@@ -650,47 +650,49 @@ impl Backing {
         let mut order: Vec<usize> = (0..pages.len()).filter(|&i| refs[i].is_ok()).collect();
         order.sort_by_key(|&i| refs[i].as_ref().map_or(0, |r| r.slot));
         let runs = runs(&order, |i| refs[i].as_ref().map_or(0, |r| r.slot));
-        let mut ios: Vec<SlotIo> = runs
-            .iter()
-            .map(|run| {
-                let mut bufs = RunBufs::new(run.len());
-                for (k, &i) in run.iter().enumerate() {
-                    bufs.0[k].0[..pages[i].0.len()].copy_from_slice(pages[i].0);
+        for group in in_groups(&runs) {
+            let mut ios: Vec<SlotIo> = group
+                .iter()
+                .map(|run| {
+                    let mut bufs = RunBufs::new(run.len());
+                    for (k, &i) in run.iter().enumerate() {
+                        bufs.0[k].0[..pages[i].0.len()].copy_from_slice(pages[i].0);
+                    }
+                    let first = refs[run[0]].as_ref().map_or(0, |r| r.slot);
+                    SlotIo { off: u64::from(first) * PAGE_SIZE, bufs, result: Ok(()) }
+                })
+                .collect();
+            self.io.write_each(&mut ios);
+            for (run, io) in group.iter().zip(&ios) {
+                if io.result.is_ok() {
+                    continue;
                 }
                 let first = refs[run[0]].as_ref().map_or(0, |r| r.slot);
-                SlotIo { off: u64::from(first) * PAGE_SIZE, bufs, result: Ok(()) }
-            })
-            .collect();
-        self.io.write_each(&mut ios);
-        for (run, io) in runs.iter().zip(&ios) {
-            if io.result.is_ok() {
-                continue;
-            }
-            let first = refs[run[0]].as_ref().map_or(0, |r| r.slot);
-            // The run failed as a whole (a store nearly full takes part of
-            // it): page by page, so that what fits is kept, until one finds
-            // the file system full (the slots after it would too).
-            // Each page from its own bytes: a failed ring leaves no buffer.
-            let mut full = false;
-            let mut one = Box::new(SlotBuf([0; SLOT]));
-            for (k, &i) in run.iter().enumerate() {
-                let slot = first + k as u32;
-                let written = if full {
-                    Err(io::Error::from_raw_os_error(libc::ENOSPC))
-                } else {
-                    one.0.fill(0);
-                    one.0[..pages[i].0.len()].copy_from_slice(pages[i].0);
-                    self.io.write_at(&one.0, u64::from(slot) * PAGE_SIZE)
-                };
-                if let Err(e) = written {
-                    if !full {
-                        self.write_failed(slot, reused[i], &e);
+                // The run failed as a whole (a store nearly full takes part of
+                // it): page by page, so that what fits is kept, until one finds
+                // the file system full (the slots after it would too).
+                // Each page from its own bytes: a failed ring leaves no buffer.
+                let mut full = false;
+                let mut one = Box::new(SlotBuf([0; SLOT]));
+                for (k, &i) in run.iter().enumerate() {
+                    let slot = first + k as u32;
+                    let written = if full {
+                        Err(io::Error::from_raw_os_error(libc::ENOSPC))
+                    } else {
+                        one.0.fill(0);
+                        one.0[..pages[i].0.len()].copy_from_slice(pages[i].0);
+                        self.io.write_at(&one.0, u64::from(slot) * PAGE_SIZE)
+                    };
+                    if let Err(e) = written {
+                        if !full {
+                            self.write_failed(slot, reused[i], &e);
+                        }
+                        full = no_room(&e);
+                        if let Ok(r) = &refs[i] {
+                            self.free(r);
+                        }
+                        refs[i] = Err(same_error(&e));
                     }
-                    full = no_room(&e);
-                    if let Ok(r) = &refs[i] {
-                        self.free(r);
-                    }
-                    refs[i] = Err(same_error(&e));
                 }
             }
         }
@@ -704,31 +706,33 @@ impl Backing {
         let mut order: Vec<usize> = (0..refs.len()).collect();
         order.sort_by_key(|&i| refs[i].slot);
         let runs = runs(&order, |i| refs[i].slot);
-        let mut ios: Vec<SlotIo> = runs
-            .iter()
-            .map(|run| SlotIo {
-                off: u64::from(refs[run[0]].slot) * PAGE_SIZE,
-                bufs: RunBufs::new(run.len()),
-                result: Ok(()),
-            })
-            .collect();
-        self.io.read_each(&mut ios);
-        for (run, io) in runs.iter().zip(&mut ios) {
-            let first = refs[run[0]].slot;
-            if io.result.is_err() {
-                // Page by page: one bad slot, or a slot freed meanwhile at
-                // the top and cut away with the file's end, fails alone.
-                // (Into a buffer of its own: a failed ring leaves none.)
-                let mut one = Box::new(SlotBuf([0; SLOT]));
-                for (k, &i) in run.iter().enumerate() {
-                    if self.io.read_at(&mut one.0, u64::from(first + k as u32) * PAGE_SIZE).is_ok() {
-                        out[i] = check(&one.0, &refs[i]);
+        for group in in_groups(&runs) {
+            let mut ios: Vec<SlotIo> = group
+                .iter()
+                .map(|run| SlotIo {
+                    off: u64::from(refs[run[0]].slot) * PAGE_SIZE,
+                    bufs: RunBufs::new(run.len()),
+                    result: Ok(()),
+                })
+                .collect();
+            self.io.read_each(&mut ios);
+            for (run, io) in group.iter().zip(&mut ios) {
+                let first = refs[run[0]].slot;
+                if io.result.is_err() {
+                    // Page by page: one bad slot, or a slot freed meanwhile at
+                    // the top and cut away with the file's end, fails alone.
+                    // (Into a buffer of its own: a failed ring leaves none.)
+                    let mut one = Box::new(SlotBuf([0; SLOT]));
+                    for (k, &i) in run.iter().enumerate() {
+                        if self.io.read_at(&mut one.0, u64::from(first + k as u32) * PAGE_SIZE).is_ok() {
+                            out[i] = check(&one.0, &refs[i]);
+                        }
                     }
+                    continue;
                 }
-                continue;
-            }
-            for (k, &i) in run.iter().enumerate() {
-                out[i] = check(&io.bufs.0[k].0, &refs[i]);
+                for (k, &i) in run.iter().enumerate() {
+                    out[i] = check(&io.bufs.0[k].0, &refs[i]);
+                }
             }
         }
         out
@@ -813,6 +817,25 @@ fn runs(order: &[usize], slot: impl Fn(usize) -> u32) -> Vec<&[usize]> {
         }
     }
     out.retain(|r| !r.is_empty());
+    out
+}
+
+/// `runs` in groups of at most [`MAX_RUN`] slots in all: each group's I/O
+/// go to the kernel together, and its buffers (1 MiB at most) are all a
+/// call holds at once (`memfs evict` stores up to 4,096 pages a call).
+fn in_groups<'a>(runs: &'a [&'a [usize]]) -> Vec<&'a [&'a [usize]]> {
+    let mut out = vec![];
+    let (mut start, mut slots) = (0, 0);
+    for (k, run) in runs.iter().enumerate() {
+        if slots + run.len() > MAX_RUN && k > start {
+            out.push(&runs[start..k]);
+            (start, slots) = (k, 0);
+        }
+        slots += run.len();
+    }
+    if start < runs.len() {
+        out.push(&runs[start..]);
+    }
     out
 }
 
