@@ -361,6 +361,13 @@ impl FileData {
     /// On an error nothing has changed.
     pub fn move_to_kernel(&mut self, f: MemFile, size: u64) -> std::io::Result<u64> {
         debug_assert!(self.can_move_to_kernel());
+        // An empty file into an empty kernel file whose view memfs has (a
+        // new file's creating open): nothing to copy and nothing to look at.
+        if size == 0 && self.page_count() == 0 && f.seen().is_some_and(|s| s.size == 0 && s.pages == 0) {
+            self.remove_from(0);
+            self.boxed().mem = Some(Box::new(f));
+            return Ok(0);
+        }
         for (idx, page) in self.slots_from(0) {
             let at = idx * PAGE_SIZE;
             match page {
@@ -399,6 +406,8 @@ impl FileData {
     /// memory file, or `None` with nothing changed when the bytes cannot move: the memory
     /// file has allocated pages that are not data (fallocate) or pages
     /// past `size`, or the pager's RAM ceiling has no room for them.
+    /// memfs's view of the memory file must be current (the caller looked
+    /// at it after the last thing that could change it).
     pub fn move_from_kernel(&mut self, size: u64) -> std::io::Result<Option<(u64, MemFile)>> {
         let Some(f) = self.mem() else { return Ok(None) };
         if self.page_count() != 0 {
@@ -407,7 +416,7 @@ impl FileData {
         let runs = f.data_runs(size)?;
         let data_pages: u64 = runs.iter().map(|&(a, b)| b.div_ceil(PAGE_SIZE) - a / PAGE_SIZE).sum();
         let seen = f.pages_seen();
-        if f.stat()?.pages != data_pages {
+        if seen != data_pages {
             return Ok(None);
         }
         let mut loaded = Vec::with_capacity(runs.len());

@@ -257,7 +257,14 @@ impl Fs {
         // instance's own count is what a passthrough write meets.
         let kernel = self.usage.kernel_pages();
         let heap = u.used_pages.saturating_sub(kernel);
-        let held = self.kernel_store.as_ref().and_then(|s| s.used_pages()).map_or(kernel, |p| p.max(kernel));
+        // The instance holds more than memfs counts only while passthrough
+        // writers add pages, or shortly after memory files let pages go:
+        // otherwise its statfs (a system call per create) says nothing new.
+        let store = self.kernel_store.as_ref();
+        let may_hold_more = store.is_some_and(|s| s.pinned_writers() > 0)
+            || self.usage.kernel_pages_fell_within(std::time::Duration::from_secs(2));
+        let held =
+            if may_hold_more { store.and_then(|s| s.used_pages()).map_or(kernel, |p| p.max(kernel)) } else { kernel };
         u.max_pages.saturating_sub(heap + held) >= (u.max_pages / 8).max(min_pages.saturating_mul(2))
     }
 
@@ -285,23 +292,36 @@ impl Fs {
         if !f.is_fresh() || f.pinned() || data.cold_count() != 0 || inode.meta().nlink == 0 {
             return true; // (a deleted file goes with its FORGET: nothing to pack)
         }
-        self.sync_kernel(&inode, &data); // what the passthrough writers did
-        let size = inode.meta().size;
-        if size >= self.passthrough_min.load(Ordering::Relaxed) {
+        let min = self.passthrough_min.load(Ordering::Relaxed);
+        // Seen this large when its last passthrough open ended
+        // (`unpin_kernel_file`): it stays (only memfs shrinks a file).
+        if f.seen().is_some_and(|s| s.size >= min) {
             return true;
         }
         if f.held_elsewhere() {
             return false;
         }
+        // No other file of the kernel is open on it and its data lock is
+        // held: nothing but memfs can change it from here, so one look
+        // serves the size, the move and the recycling.
+        self.sync_kernel(&inode, &data); // what the passthrough writers did
+        let size = inode.meta().size;
+        if size >= min {
+            return true;
+        }
         match data.move_from_kernel(size) {
             Ok(Some((pages, f))) => {
                 let mut m = inode.meta();
-                self.usage.kernel_pages_changed(-(m.pages as i64));
+                // Not `kernel_pages_changed`: the pages leave the private
+                // tmpfs now, in the truncate or close below, not later from
+                // deferred work (which is what a fall of the count tells
+                // `room_for_new_kernel_file` and src/fuse/parked.rs).
+                self.usage.kernel_pages_moved_back(m.pages);
                 self.charge_to(&mut m, pages);
                 drop(m);
                 drop(data);
                 if let Some(store) = &self.kernel_store {
-                    store.recycle(f);
+                    store.recycle(f, true);
                 }
                 self.kernel_inos.lock().remove(&ino);
                 self.settle_ceiling(); // the heap pages count toward ram= now

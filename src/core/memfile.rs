@@ -52,7 +52,7 @@ pub struct KernelStore {
     /// kept for the next new file (at most [`POOL_MAX`]): making and
     /// closing one cost 9.5 and 6.7 µs here, more than the FUSE WRITE a
     /// small new file's passthrough open saves (`passthrough_create=`).
-    pool: Arc<Mutex<Vec<OwnedFd>>>,
+    pool: Arc<Mutex<Vec<Pooled>>>,
     /// The instance's `huge=` is `always`: every memory file, a new one of a
     /// few bytes too, takes a 2 MiB page (`passthrough_create=` must not
     /// make small files there).
@@ -103,6 +103,21 @@ impl Drop for Pins {
 /// Kernel files kept empty for reuse ([`KernelStore::recycle`]).
 const POOL_MAX: usize = 64;
 
+/// What the layer above registered for a kernel file ([`MemFile::attach`]).
+pub type Attached = Arc<dyn std::any::Any + Send + Sync>;
+
+/// An empty kernel file kept for reuse, with what is known of it: its
+/// `fstat` when nothing changed it since memfs last looked (then the next
+/// file made from it needs none), and what the layer above registered
+/// for it (kept registered, so the next file's first open need not
+/// register it again).
+#[derive(Debug)]
+struct Pooled {
+    fd: OwnedFd,
+    seen: Option<KernelStat>,
+    attached: Option<Attached>,
+}
+
 /// What the kernel says about a memory file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelStat {
@@ -147,6 +162,12 @@ pub struct MemFile {
     /// pages may be allocated and not data, which SEEK_DATA cannot place
     /// (core/kfile.rs's fallocate under a ceiling then leaves it alone).
     fallocated: AtomicBool,
+    /// What the layer above registered for this kernel file (the FUSE
+    /// layer: its passthrough backing id; the core knows nothing of it).
+    /// It lives as long as the kernel file does: into the pool, on to the
+    /// next file made from it, and dropped with it. Registering and
+    /// unregistering a backing id cost a small new file about 5 µs each.
+    attached: Mutex<Option<Attached>>,
 }
 
 /// [`MemFile::ghost`]: no ghost.
@@ -428,23 +449,32 @@ impl KernelStore {
 
     /// Keep `f`'s kernel file, emptied, for a later [`KernelStore::create`]
     /// (memfs no longer uses it: its bytes moved back into the heap).
-    pub fn recycle(&self, f: MemFile) {
+    /// `current`: the caller looked at the file (`absorb` or `changes`)
+    /// after the last thing that could change it, so an empty file (size
+    /// and pages 0 as seen) needs no truncate, and its view goes with it.
+    pub fn recycle(&self, f: MemFile, current: bool) {
         let mut pool = self.pool.lock();
-        if pool.len() < POOL_MAX && f.set_len(0).is_ok() {
-            pool.push(f.fd);
+        if pool.len() >= POOL_MAX {
+            return;
         }
+        let seen = (*f.seen.lock()).filter(|s| current && s.size == 0 && s.pages == 0);
+        if seen.is_none() && f.set_len(0).is_err() {
+            return;
+        }
+        let attached = f.attached.lock().take();
+        pool.push(Pooled { fd: f.fd, seen, attached });
     }
 
     /// A new, empty memory file: a recycled one if any, else a new kernel file.
     pub fn create(&self) -> io::Result<MemFile> {
         let recycled = self.pool.lock().pop();
-        let fd = match recycled {
-            Some(fd) => fd,
-            None => self.new_kernel_file()?,
+        let (fd, seen, attached) = match recycled {
+            Some(p) => (p.fd, p.seen, p.attached),
+            None => (self.new_kernel_file()?, None, None),
         };
         let f = MemFile {
             fd,
-            seen: Mutex::new(None),
+            seen: Mutex::new(seen),
             pins: Pins { own: AtomicU32::new(0), own_writers: AtomicU32::new(0), store: self.pins.clone() },
             probe: self.tells,
             last_use: AtomicU64::new(tick()),
@@ -452,8 +482,11 @@ impl KernelStore {
             ghost: AtomicU64::new(NO_GHOST),
             fresh: AtomicBool::new(false),
             fallocated: AtomicBool::new(false),
+            attached: Mutex::new(attached),
         };
-        f.absorb()?;
+        if seen.is_none() {
+            f.absorb()?;
+        }
         Ok(f)
     }
 
@@ -496,6 +529,22 @@ impl MemFile {
     /// Pages as memfs last knew them (0 before the first look).
     pub fn pages_seen(&self) -> u64 {
         self.seen.lock().map_or(0, |s| s.pages)
+    }
+
+    /// The file as memfs last knew it (None before the first look).
+    pub fn seen(&self) -> Option<KernelStat> {
+        *self.seen.lock()
+    }
+
+    /// What the layer above registered for this kernel file, if anything
+    /// ([`MemFile::attached`] field).
+    pub fn attached(&self) -> Option<Attached> {
+        self.attached.lock().clone()
+    }
+
+    /// Keep `what` with this kernel file for as long as it lives.
+    pub fn attach(&self, what: Attached) {
+        *self.attached.lock() = Some(what);
     }
 
     /// memfs used the file now.
@@ -943,8 +992,50 @@ mod tests {
         drop(a);
         assert_eq!((store.pinned_opens(), store.pinned_writers()), (0, 0));
         b.pin(true, true);
-        store.recycle(b);
+        store.recycle(b, false);
         assert_eq!((store.pinned_opens(), store.pinned_writers()), (0, 0));
+    }
+
+    /// A recycled kernel file keeps what the layer above registered for it
+    /// (a passthrough backing id), and an empty one its view, so the next
+    /// file made from it costs no system call; one that held bytes, or
+    /// whose view may be stale, is emptied and looked at again.
+    #[test]
+    fn a_recycled_file_keeps_its_registration_and_an_empty_one_its_view() {
+        let store = KernelStore::memfd();
+        let token: Attached = Arc::new(7u32);
+        let a = store.create().unwrap();
+        a.attach(token.clone());
+        let seen = a.seen().expect("looked at when made");
+        assert_eq!((seen.size, seen.pages), (0, 0));
+        store.recycle(a, true);
+        let b = store.create().unwrap();
+        assert_eq!(b.attached().and_then(|x| x.downcast::<u32>().ok()).map(|x| *x), Some(7));
+        assert_eq!(b.seen(), Some(seen), "an empty file comes back with its view");
+        // Bytes, then recycled: emptied, and looked at by the next owner.
+        b.write(0, b"abc");
+        b.absorb().unwrap();
+        store.recycle(b, true);
+        let c = store.create().unwrap();
+        let st = c.stat().unwrap();
+        assert_eq!((st.size, st.pages), (0, 0));
+        assert_eq!(c.seen(), Some(st));
+        assert!(c.attached().is_some());
+        // Written by someone else after memfs's last look, and recycled as
+        // not current: the view says empty, the file is not, so it is
+        // emptied all the same.
+        let other = c.fd.try_clone().unwrap();
+        // SAFETY: pwrite of 3 valid bytes on a valid fd.
+        unsafe { libc::pwrite(other.as_raw_fd(), b"xyz".as_ptr().cast(), 3, 0) };
+        drop(other);
+        store.recycle(c, false);
+        let d = store.create().unwrap();
+        assert_eq!(d.stat().unwrap().size, 0);
+        assert_eq!(d.read(0, 3).unwrap(), b"\0\0\0");
+        // Dropped (not recycled), the file lets go of its registration.
+        assert_eq!(Arc::strong_count(&token), 2);
+        drop(d);
+        assert_eq!(Arc::strong_count(&token), 1);
     }
 
     #[test]

@@ -305,6 +305,14 @@ impl Usage {
         }
     }
 
+    /// `pages` of a memory file moved back into the heap: memfs frees them
+    /// from the kernel itself, at once, so this fall of `kernel_pages` is
+    /// not one that the kernel completes later
+    /// ([`Usage::kernel_pages_fell_within`]).
+    pub fn kernel_pages_moved_back(&self, pages: u64) {
+        self.kernel_pages.fetch_sub(pages, Ordering::AcqRel);
+    }
+
     /// Whether `kernel_pages` fell less than `within` ago.
     pub fn kernel_pages_fell_within(&self, within: std::time::Duration) -> bool {
         let fell = self.kernel_fell_ms.load(Ordering::Acquire);

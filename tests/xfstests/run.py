@@ -292,6 +292,34 @@ def main():
         remove_qa_users(undo)
 
 
+# How many of the reference's unexpected failures are run a second time.
+RETRY_MAX = 3
+
+
+def retry_reference(got, want, skip, deadline):
+    """Run again, once, the tests that failed on tmpfs and are not listed as
+    failing there: tmpfs is the reference, and its own flakes (generic/313,
+    "ctime not updated after ftruncate", once in this project's CI) must not
+    fail memfs's run. A test that passes the second time is taken as
+    passing and named as a flake of the reference; one that fails again
+    stays a failure. memfs's failures are never run again. The Half that
+    ran them, for the caller to clean up; None when none was needed."""
+    failed = [t for t, (o, _) in sorted(got.items())
+              if o == "fail" and (want.get(t) or ("",))[0] not in ("fail", "flaky")]
+    if not failed or len(failed) > RETRY_MAX:
+        return None
+    print(f"xfstests: tmpfs (the reference): {' '.join(failed)} failed: running again once", flush=True)
+    h = Half("tmpfs", failed, skip)
+    h.wait(deadline)
+    again = h.outcomes()
+    for t in failed:
+        if again.get(t, ("",))[0] == "pass":
+            print(f"xfstests: tmpfs: {t} passed the second time: a flake of the reference, not counted "
+                  f"(first: {got[t][1][:200]})", flush=True)
+            got[t] = again[t]
+    return h
+
+
 def run(a, want, skip):
     fss = [fs for fs in sorted(CONFIG) if a.only in (None, fs)]
     serial = [t for t in SERIAL if not a.tests or t in a.tests]
@@ -311,6 +339,10 @@ def run(a, want, skip):
             h.wait(deadline)
         for h in halves:
             got[h.fs].update(h.outcomes())
+        if not a.tests and "tmpfs" in got:
+            retried = retry_reference(got["tmpfs"], want["tmpfs"], skip["tmpfs"], deadline)
+            if retried:
+                halves.append(retried)
         for fs in fss:
             h = next(h for h in halves if h.fs == fs)
             h.seconds = sum(x.seconds for x in halves if x.fs == fs)
