@@ -440,7 +440,10 @@ impl Drop for Inode {
         self.usage.uncharge_pages(m.pages);
         if let Content::File(data) = &mut self.content {
             if data.get_mut().kernel().is_some() {
-                self.usage.kernel_pages_changed(-(m.pages as i64));
+                // A fall even of 0 pages: the kernel may hold pages memfs
+                // never counted (passthrough writes not taken in yet) until
+                // it drops its last reference (`room_for_new_kernel_file`).
+                self.usage.kernel_file_dropped(m.pages);
             }
         }
         let xattr_space: u64 =

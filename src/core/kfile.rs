@@ -1193,20 +1193,27 @@ mod tests {
         assert_eq!(fs.usage.snapshot().used_pages, 2);
     }
 
-    /// A new file starts in the heap, not a memory file, while the kernel
-    /// still holds the pages of a deleted one that memfs has let go (a
-    /// passthrough write would get ENOSPC at once; the daemon path waits).
-    #[test]
-    fn a_new_file_starts_in_the_heap_while_the_kernel_holds_a_deleted_files_pages() {
+    /// A mount of 32 pages whose new files start in memory files of a
+    /// private tmpfs (None where the test cannot make one: not root).
+    fn small_private_tmpfs() -> Option<Fs> {
         let store = KernelStore::new(32 * PAGE_SIZE, Huge::Never, "default");
         if store.kind() != "tmpfs" {
             eprintln!("skipped: no private tmpfs here (not root)");
-            return;
+            return None;
         }
         let mut cfg = FsConfig::with_limits(32, 0);
         cfg.kernel_files = Some((store, 2 * PAGE_SIZE));
         let fs = Fs::new(cfg);
         fs.set_kernel_new_files(true);
+        Some(fs)
+    }
+
+    /// A new file starts in the heap, not a memory file, while the kernel
+    /// still holds the pages of a deleted one that memfs has let go (a
+    /// passthrough write would get ENOSPC at once; the daemon path waits).
+    #[test]
+    fn a_new_file_starts_in_the_heap_while_the_kernel_holds_a_deleted_files_pages() {
+        let Some(fs) = small_private_tmpfs() else { return };
         let big = fs.mknod(ROOT_INO, b"big", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         fs.write(big, 0, &vec![1; 30 * PAGE_SIZE as usize], &ME).unwrap();
         assert!(fs.in_kernel_file(big));
@@ -1220,5 +1227,31 @@ mod tests {
         drop(kernels);
         let again = fs.mknod(ROOT_INO, b"again", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
         assert!(fs.pin_new_kernel_file(again, true), "let go: the space is free");
+    }
+
+    /// As above, with the deleted file's pages written by a passthrough
+    /// writer that memfs never took in (no look at the file between the
+    /// writes and the unlink), and its FORGET before the writer's RELEASE
+    /// (over io_uring they come on different threads): memfs counts none
+    /// of those pages, the private tmpfs holds them all until the kernel
+    /// lets go, and a new file must not start there meanwhile. (Found by
+    /// a review: the room check had stopped reading the instance's statfs
+    /// while no writer was open and no count had fallen.)
+    #[test]
+    fn a_new_file_starts_in_the_heap_while_the_kernel_holds_pages_memfs_never_counted() {
+        let Some(fs) = small_private_tmpfs() else { return };
+        let big = fs.mknod(ROOT_INO, b"big", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(fs.pin_new_kernel_file(big, true)); // the creating passthrough open
+                                                    // The kernel's own reference (the passthrough open's backing file).
+        let kernels = fs.with_kernel_file(big, |f| f.fd().try_clone_to_owned().unwrap()).unwrap();
+        fs.unlink(ROOT_INO, b"big").unwrap();
+        let buf = vec![1u8; 30 * PAGE_SIZE as usize];
+        // SAFETY: pwrite of a valid buffer on a valid fd.
+        let n = unsafe { libc::pwrite(std::os::fd::AsRawFd::as_raw_fd(&kernels), buf.as_ptr().cast(), buf.len(), 0) };
+        assert_eq!(n as usize, buf.len());
+        fs.forget(big, 1); // before the RELEASE
+        let new = fs.mknod(ROOT_INO, b"new", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(!fs.pin_new_kernel_file(new, true), "30 of 32 pages are still held");
+        drop(kernels);
     }
 }

@@ -305,6 +305,16 @@ impl Usage {
         }
     }
 
+    /// A memory file counted with `pages` is let go (its file deleted):
+    /// the kernel frees what it holds of it, counted or not, when it drops
+    /// its last reference, so this is a fall whatever `pages` is
+    /// ([`Usage::kernel_pages_fell_within`]).
+    pub fn kernel_file_dropped(&self, pages: u64) {
+        self.kernel_pages.fetch_sub(pages, Ordering::AcqRel);
+        let now = self.epoch.elapsed().as_millis() as u64 + 1;
+        self.kernel_fell_ms.store(now, Ordering::Release);
+    }
+
     /// `pages` of a memory file moved back into the heap: memfs frees them
     /// from the kernel itself, at once, so this fall of `kernel_pages` is
     /// not one that the kernel completes later

@@ -10,7 +10,8 @@
 //! RELEASE):
 //! - no cached open of the inode, and its bytes are (or now move) in a
 //!   memory file: passthrough, all such opens sharing one backing id that
-//!   lives until the last of them is released;
+//!   lives as long as the memory file, and at least until the last of
+//!   them is released ([`Opens`]);
 //! - otherwise a cached open, as memfs's opens always were, except that a
 //!   memory-file file's cached open drops the kernel's page cache of it
 //!   first (a passthrough writer may have changed the bytes under it).

@@ -310,6 +310,7 @@ def retry_reference(got, want, skip, deadline):
         return None
     print(f"xfstests: tmpfs (the reference): {' '.join(failed)} failed: running again once", flush=True)
     h = Half("tmpfs", failed, skip)
+    h.label = "-retry"
     h.wait(deadline)
     again = h.outcomes()
     for t in failed:
@@ -365,7 +366,7 @@ def run(a, want, skip):
                 os.killpg(h.proc.pid, 9)
                 h.proc.wait()
             if bad and not a.tests:
-                part = "" if i < len(fss) or not halves[:len(fss)] else "-serial"
+                part = getattr(h, "label", None) or ("" if i < len(fss) or not halves[:len(fss)] else "-serial")
                 keep = os.path.join(os.path.dirname(TREE), f"results-{h.fs}{part}")
                 shutil.rmtree(keep, ignore_errors=True)
                 if os.path.isdir(h.results):
