@@ -48,21 +48,26 @@ none is typed in by hand.
 ## Reading the figures
 
 Whatever the kernel answers from its own caches runs at nearly tmpfs's
-speed: stat of an unchanged file, open and close, warm reads. Everything else
-is a FUSE round trip to the daemon, and on these machines (2 vCPUs of a VM
-whose idle vCPUs halt) a round trip costs about 9-12 us with the daemon
-polling (`poll_us`, docs/TUNABLES.md) and about 49 us without, while tmpfs
-does the whole operation in 1-3 us. The kernel decides how many round trips
-an operation costs: a create is LOOKUP + MKNOD, an unlink is UNLINK, and
-either invalidates the directory's attributes, so the next path walk through
-it adds a GETATTR; a file's first write adds a GETXATTR (security.capability);
-every write(2) is one WRITE (no write-back cache, so that a full file system
-gives ENOSPC at write time); a stat after a write is a GETATTR.
-Metadata-heavy ratios are therefore set by that count times the round trip,
-not by memfs's own work (a few microseconds per request, docs/DESIGN.md).
-The metadata targets assume much cheaper round trips; the next step towards
-them is FUSE-over-io_uring, whose per-CPU queues keep client and daemon on
-one vCPU.
+speed: stat of an unchanged file, warm reads. Reads, writes and mmap of a
+file opened with FUSE passthrough (large files, and new files while they
+are written: docs/PASSTHROUGH.md) run in the kernel too. Everything else is
+a FUSE round trip to the daemon. On these machines (2 vCPUs of a VM whose
+idle vCPUs halt) a lone round trip costs about 6-13 us over /dev/fuse with
+the daemon polling (`poll_us`, docs/TUNABLES.md), about 49 us without
+polling, and 20-30 us over io_uring on an otherwise idle machine (the
+client is woken on the other, halted vCPU; with busy CPUs or several
+clients io_uring's per-CPU queues win: docs/TRANSPORT.md), while tmpfs
+does a whole create in about 5 us. The kernel decides how many round
+trips an operation costs (docs/TRANSPORT.md, "Round trips per system
+call"): a create is a LOOKUP and a CREATE (and a RELEASE after the close),
+an unlink is an UNLINK (and a FORGET), and either marks the directory's
+attributes stale, so the next path walk through it adds a GETATTR; a
+file's first write adds a GETXATTR (security.capability); every write(2)
+through a cached open is one WRITE (no write-back cache, so that a full
+file system gives ENOSPC at write time); a stat after a write is a
+GETATTR. Metadata-heavy ratios are therefore set by that count times the
+round trip, not by memfs's own work (a few microseconds per request,
+docs/DESIGN.md).
 """
 
 
