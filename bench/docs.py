@@ -93,7 +93,7 @@ def update(results, run_dir, images, partial=False):
         if not index.get("full") or not os.path.exists(DOC):
             raise SystemExit("docs/benchmarks.md takes a workload run alone only after a full run")
         for w in results["workloads"]:
-            index["workloads"][w["name"]] = {"run": name, "images": [list(i) for i in images]}
+            index["workloads"][w["name"]] = {"run": name, "images": [list(i) for i in _own(images, w["name"])]}
         with open(DOC) as f:
             base = f.read().split("\n" + LATER + "\n", 1)[0].rstrip("\n") + "\n"
     else:
@@ -114,6 +114,13 @@ def update(results, run_dir, images, partial=False):
         f.write("# Policy: keep only the runs that docs/benchmarks.md references (docs.json);\n"
                 "# everything else here is scratch. bench/docs.py rewrites this file.\n"
                 "/*\n!/.gitignore\n!/docs.json\n" + "".join(f"!/{r}/\n" for r in runs))
+
+
+def _own(images, workload):
+    """The charts of `workload` among a run's (their file names carry the
+    workload's name); all of them if none does."""
+    own = [i for i in images if workload in os.path.splitext(i[0])[0].split("-")]
+    return own or images
 
 
 def _read_index():
@@ -144,7 +151,7 @@ def _later(index):
         head = report.header(data)[2:]  # its title line (and the blank after it) is this section's
         out += ["", f"### {w['title']}: {data['meta']['date']}", "", *head,
                 f"- **Raw data and report:** `{os.path.relpath(run_dir, REPO)}/`", ""]
-        out += [f"![{title}]({rel}/{img})" for img, title in entry["images"]]
+        out += [f"![{title}]({rel}/{img})" for img, title in _own(entry["images"], wname)]
         out += ["", w["description"].strip()]
         out += ["#" + ln if ln.startswith("#") else ln for ln in report.workload_tables(w, report.fs_names(data))]
         fails = [ln for ln in report.failures(data)]
