@@ -1112,11 +1112,34 @@ def test_hot_set_survives_one_scan(scan_written, passthrough):
     """passthrough=off: heap pages under S3-FIFO, seen through the pager's
     hit and miss counts. on: both files live in memory files (the file-level
     probation rule of core/kpager.rs); the hot file's passthrough reads never
-    reach the pager, so what stays resident is read with `memfs where`."""
+    reach the pager, so what stays resident is read with `memfs where`.
+    Over /dev/fuse (uring=off): over io_uring see the test below."""
+    hot_set_after_one_scan(scan_written, passthrough, "off")
+
+
+URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "known defect, open (issue 8; found 2026-11-28): over io_uring with passthrough=off the scan "
+    "pushed 200-880 of the 768 hot pages out in 3-7 of 10 runs alone (b704eee and since), "
+    "never over /dev/fuse"))
+@pytest.mark.parametrize("scan_written", ["before_hot", "after_hot"])
+def test_hot_set_survives_one_scan_over_io_uring(scan_written):
+    try:
+        with open(URING_PARAM) as f:
+            if f.read().strip() != "Y":
+                pytest.skip(f"{URING_PARAM} is not Y")
+    except OSError:
+        pytest.skip("no FUSE over io_uring in this kernel")
+    hot_set_after_one_scan(scan_written, "off", "on")
+
+
+def hot_set_after_one_scan(scan_written, passthrough, uring):
     rng, seed = seeded_rng("PAGER_SCAN_SEED")
     hot_data = mixed_bytes(rng, 3 * MIB)
     hot_pages = len(hot_data) // PAGE
-    opts = f"size=256M,ram=8M,compress=off,passthrough={passthrough}"
+    opts = f"size=256M,ram=8M,compress=off,passthrough={passthrough},uring={uring}"
     with scratch_dir() as back, memfs(f"{opts},backing={back}") as mnt:
         hot, scan = os.path.join(mnt, "hot"), os.path.join(mnt, "scan")
 
