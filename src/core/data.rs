@@ -1006,13 +1006,17 @@ impl FileData {
     }
 
     /// Replace resident page `idx` by `new` if it still holds exactly `copy`
-    /// and was not referenced meanwhile; otherwise give `new` back.
-    pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot) -> Result<(), Slot> {
+    /// and was not referenced meanwhile; otherwise give `new` back. `Ok`
+    /// says whether the page left unread (loaded ahead, never asked for).
+    pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot) -> Result<bool, Slot> {
         match self.get(idx) {
-            Some(Slot::Ram { bytes, refd }) if **bytes == *copy && refd.load(Ordering::Relaxed) != REFERENCED => {
-                self.replace(idx, new);
-                Ok(())
-            }
+            Some(Slot::Ram { bytes, refd }) if **bytes == *copy => match refd.load(Ordering::Relaxed) {
+                REFERENCED => Err(new),
+                r => {
+                    self.replace(idx, new);
+                    Ok(r == PREFETCHED)
+                }
+            },
             _ => Err(new),
         }
     }

@@ -104,7 +104,7 @@ impl Fs {
             let mut round_moved = false;
             let mut all_pinned = true;
             for (id, from, verdict) in self.evict(p, victims, false) {
-                round_moved |= verdict == Verdict::Evicted;
+                round_moved |= verdict.moved();
                 all_pinned &= verdict == Verdict::Pinned;
                 busy |= verdict == Verdict::Busy;
                 p.report(id, from, verdict);
@@ -206,11 +206,11 @@ impl Fs {
                 let swapped = data.swap_out(id.idx, &copy, slot);
                 drop(data);
                 match swapped {
-                    Ok(()) => {
+                    Ok(unread) => {
                         if to_disk {
                             p.wrote_back();
                         }
-                        (id, from, Verdict::Evicted)
+                        (id, from, if unread { Verdict::Unread } else { Verdict::Evicted })
                     }
                     Err(slot) => {
                         release(p, slot);
@@ -382,7 +382,7 @@ impl Fs {
             }
             // The ids stay queued where they were (the policy drops them as
             // stale later): reporting them would queue them twice.
-            let n = self.evict(p, victims, true).iter().filter(|(_, _, v)| *v == Verdict::Evicted).count() as u64;
+            let n = self.evict(p, victims, true).iter().filter(|(_, _, v)| v.moved()).count() as u64;
             p.count_evictions(n);
             moved += n;
         }
@@ -562,6 +562,31 @@ mod tests {
         // kernel's readahead takes it): made resident, with pages ahead.
         fs.read(a, 0, page).unwrap();
         assert_eq!(fs.tiers(a).unwrap().0, 5 + 5);
+    }
+
+    #[test]
+    fn pages_read_ahead_that_leave_unread_are_not_taken_for_hot_when_read() {
+        // Found 2026-11-29 over io_uring: two queues' readahead and the
+        // reclaimer interleave, so pages loaded ahead of a scan left RAM
+        // before the scan reached them; remembered as evicted too early,
+        // they went straight to main when it did, and pushed the hot set out.
+        let (fs, pager, _io) = mount_with_ram(300, 16);
+        pager.set_readahead_pages(4);
+        let a = file(&fs, "a", 20, 1);
+        file(&fs, "c", 100, 3); // a's pages leave, and enough after them that the ghost forgets them
+        let id = |idx| PageId { ino: a, idx };
+        assert_eq!(fs.tiers(a).unwrap().0, 0);
+        assert!((0..5).all(|idx| !pager.remembers(id(idx))));
+        let page = PAGE as u32;
+        fs.read(a, 0, page).unwrap(); // sequential from the start: page 0 plus 1-4 ahead
+        assert_eq!(fs.tiers(a).unwrap().0, 5);
+        file(&fs, "b", 16, 2); // pushes a's pages out, oldest first
+        assert_eq!(fs.tiers(a).unwrap().0, 0);
+        assert!(pager.remembers(id(0)), "page 0 was read, then left: remembered");
+        for idx in 1..5 {
+            assert!(!pager.remembers(id(idx)), "page {idx} left unread: not remembered");
+        }
+        assert_eq!(fs.read(a, PAGE, 4 * page).unwrap(), vec![1u8; 4 * PAGE as usize]);
     }
 
     #[test]

@@ -44,7 +44,12 @@
 //! New resident pages enter a small FIFO; only pages referenced again while
 //! there move to the main CLOCK. A sequential pass over files larger than
 //! the ceiling flows through the small queue and out, leaving the hot set
-//! in main alone. Compressed pages are written back oldest first once the
+//! in main alone. The ghost remembers pages evicted from the small queue
+//! after use, so that one coming back goes to main; a page loaded ahead of
+//! a sequential reader that leaves before the reader reaches it was never
+//! used and is not remembered (`Verdict::Unread`: over io_uring, where
+//! readahead and reclaim interleave, remembering such pages took a scan's
+//! pages to main and flushed the hot set). Compressed pages are written back oldest first once the
 //! compressed tier holds more than half the ceiling ([`ZIP_SHARE_PCT`]).
 //!
 //! ## Page-ins: a random reader's first miss reads through (admit.rs)
@@ -760,10 +765,16 @@ impl Pager {
     }
 
     pub(super) fn report(&self, id: PageId, from: Queue, verdict: Verdict) {
-        if verdict == Verdict::Evicted {
+        if verdict.moved() {
             bump(&self.c.evictions, 1);
         }
         self.policy.lock().report(id, from, verdict);
+    }
+
+    /// Whether the policy remembers `id` as evicted too early (tests).
+    #[cfg(test)]
+    pub(crate) fn remembers(&self, id: PageId) -> bool {
+        self.policy.lock().remembers(id)
     }
 
     /// Pages moved out of RAM so far.
