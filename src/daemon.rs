@@ -23,9 +23,10 @@ use crate::ctl::report::human_bytes;
 use crate::ctl::stats::{Stats, TransportState};
 use crate::ctl::tunables::Knobs;
 use crate::ctl::{Ctl, CtlConfig};
+use crate::fuse::awake::Awake;
 use crate::fuse::health::Health;
 use crate::fuse::invalidate::Invalidator;
-use crate::fuse::poll::Poller;
+use crate::fuse::poll::{Poller, Polling};
 use crate::fuse::{Counted, MemFs, PassthroughPlan};
 use crate::fuse::{Parked, RETURNING_GRACE};
 use crate::options::{MountOptions, PassthroughMode};
@@ -361,10 +362,16 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     publish_transport(transport, &stats);
     // The device poller spins the /dev/fuse reader while requests come; over
     // io_uring they come on the queues and /dev/fuse carries only FORGET and
-    // INTERRUPT, so spinning there would only burn a CPU.
+    // INTERRUPT, so spinning there would only burn a CPU: there a helper
+    // keeps an idle CPU awake instead (awake.rs). Both for `poll_us` after
+    // a request.
     if !io_uring {
-        let _ = poller
-            .set(Poller::start(session.as_fd(), knobs).map_err(|e| format!("cannot start the polling thread: {e}"))?);
+        let p = Poller::start(session.as_fd(), knobs).map_err(|e| format!("cannot start the polling thread: {e}"))?;
+        let _ = poller.set(p as Arc<dyn Polling>);
+    } else if let Some(a) = Awake::start(knobs).map_err(|e| format!("cannot start the memfs-awake helper: {e}"))? {
+        let counts = a.clone();
+        stats.awake.set(Box::new(move || counts.counts()));
+        let _ = poller.set(a as Arc<dyn Polling>);
     }
     let mut unmounter = session.unmount_callable();
     let where_ = mountpoint.to_path_buf();

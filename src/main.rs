@@ -279,6 +279,11 @@ fn main() -> ExitCode {
     }
     let args: Vec<String> = std::env::args().collect();
     let invoked_as = args.first().and_then(|a| a.rsplit('/').next()).unwrap_or("memfs");
+    if invoked_as == memfs::fuse::awake::HELPER_NAME
+        && args.get(1).map(String::as_str) == Some(memfs::fuse::awake::HELPER_ARG)
+    {
+        return memfs::fuse::awake::helper_main();
+    }
     if invoked_as.starts_with("mount.") {
         return mount_helper(args);
     }

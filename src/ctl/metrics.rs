@@ -217,6 +217,22 @@ pub const TRANSPORT: &[Scalar] = &[
                a second after the last large one); under ram= counted in stats/pager overhead_bytes.",
         get: |_| fuser::uring_buffer_bytes(),
     },
+    Scalar {
+        key: "awake_spins_total",
+        metric: "memfs_transport_awake_spins_total",
+        kind: MetricType::Counter,
+        help: "Times the memfs-awake helper started spinning to keep an idle CPU awake while requests came over \
+               io_uring (poll_us; fuse/awake.rs). 0 over /dev/fuse and on one CPU.",
+        get: |v| v.stats.awake.get().spins,
+    },
+    Scalar {
+        key: "awake_crowded_total",
+        metric: "memfs_transport_awake_crowded_total",
+        kind: MetricType::Counter,
+        help: "Times the memfs-awake helper stopped and backed off because it waited for a CPU that other \
+               processes wanted (no CPU was idle).",
+        get: |v| v.stats.awake.get().crowded,
+    },
 ];
 
 /// `stats/migrate`: the last (or running) `memfs migrate`.

@@ -232,6 +232,8 @@ pub struct Stats {
     pub passthrough_opens_total: AtomicU64,
     /// The FUSE transport (set once by the daemon when the session exists).
     pub transport: TransportCell,
+    /// The memfs-awake helper's counters over io_uring (fuse/awake.rs).
+    pub awake: AwakeCell,
     /// Internal errors (panics inside a request) since mount, and whether
     /// they made the mount read-only (`errors=`, fuse/health.rs).
     pub errors_total: AtomicU64,
@@ -274,6 +276,36 @@ impl TransportCell {
     }
 }
 
+/// What the memfs-awake helper did since mount (fuse/awake.rs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AwakeCounts {
+    /// Times it started spinning for a stream of requests.
+    pub spins: u64,
+    /// Times it stopped because it waited for a CPU others wanted.
+    pub crowded: u64,
+}
+
+/// Where the daemon leaves the helper's counters; zeros without a helper.
+#[derive(Default)]
+pub struct AwakeCell(OnceLock<Box<dyn Fn() -> AwakeCounts + Send + Sync>>);
+
+impl std::fmt::Debug for AwakeCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.get())
+    }
+}
+
+impl AwakeCell {
+    /// Set the probe (once; later calls are ignored).
+    pub fn set(&self, probe: Box<dyn Fn() -> AwakeCounts + Send + Sync>) {
+        let _ = self.0.set(probe);
+    }
+
+    pub fn get(&self) -> AwakeCounts {
+        self.0.get().map_or_else(AwakeCounts::default, |p| p())
+    }
+}
+
 impl Default for Stats {
     fn default() -> Self {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -285,6 +317,7 @@ impl Default for Stats {
             passthrough_files: AtomicU64::new(0),
             passthrough_opens_total: AtomicU64::new(0),
             transport: TransportCell::default(),
+            awake: AwakeCell::default(),
             errors_total: AtomicU64::new(0),
             read_only_after_error: AtomicU64::new(0),
             started: Instant::now(),

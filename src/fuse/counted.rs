@@ -32,7 +32,7 @@ use fuser::{
 };
 
 use super::health::{panic_message, Health};
-use super::poll::Poller;
+use super::poll::Polling;
 use crate::ctl::stats::{Op, Stats};
 use crate::sync::{Arc, OnceLock};
 
@@ -41,12 +41,17 @@ pub struct Counted<F> {
     inner: F,
     stats: Arc<Stats>,
     /// Set once the session (and so the device) exists.
-    poller: Arc<OnceLock<Arc<Poller>>>,
+    poller: Arc<OnceLock<Arc<dyn Polling>>>,
     health: Arc<Health>,
 }
 
 impl<F> Counted<F> {
-    pub fn new(inner: F, stats: Arc<Stats>, poller: Arc<OnceLock<Arc<Poller>>>, health: Arc<Health>) -> Counted<F> {
+    pub fn new(
+        inner: F,
+        stats: Arc<Stats>,
+        poller: Arc<OnceLock<Arc<dyn Polling>>>,
+        health: Arc<Health>,
+    ) -> Counted<F> {
         Counted { inner, stats, poller, health }
     }
 

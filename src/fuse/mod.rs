@@ -25,6 +25,7 @@
 //! kernel asks again on every path walk (docs/CONTROL.md). Counting and
 //! timing of every operation is the [`Counted`] layer around this one.
 
+pub mod awake;
 mod convert;
 mod counted;
 mod cpuload;

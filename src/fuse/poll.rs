@@ -36,6 +36,20 @@ use crate::sync::{Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_millis(640);
 
+/// What every request tells the transport's polling: the /dev/fuse
+/// [`Poller`] here, or the helper that keeps a CPU awake over io_uring
+/// (awake.rs).
+pub trait Polling: Send + Sync {
+    /// Called on every request; must cost a few atomic operations.
+    fn touch(&self);
+}
+
+impl Polling for Poller {
+    fn touch(&self) {
+        Poller::touch(self)
+    }
+}
+
 /// The polling state of one FUSE session.
 pub struct Poller {
     /// A duplicate of the session's device descriptor: same open file
