@@ -368,10 +368,22 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     if !io_uring {
         let p = Poller::start(session.as_fd(), knobs).map_err(|e| format!("cannot start the polling thread: {e}"))?;
         let _ = poller.set(p as Arc<dyn Polling>);
-    } else if let Some(a) = Awake::start(knobs).map_err(|e| format!("cannot start the memfs-awake helper: {e}"))? {
-        let counts = a.clone();
-        stats.awake.set(Box::new(move || counts.counts()));
-        let _ = poller.set(a as Arc<dyn Polling>);
+    } else {
+        // Optional: without it requests are served as well, only their
+        // round trips cost more on idle vCPUs (a sandbox that refuses
+        // memfd_create, a task limit reached).
+        match Awake::start(knobs) {
+            Ok(Some(a)) => {
+                let counts = a.clone();
+                stats.awake.set(Box::new(move || counts.counts()));
+                let _ = poller.set(a as Arc<dyn Polling>);
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!(
+                "{}: cannot start the memfs-awake helper ({e}): no CPU is kept awake for requests",
+                mountpoint.display()
+            ),
+        }
     }
     let mut unmounter = session.unmount_callable();
     let where_ = mountpoint.to_path_buf();

@@ -282,7 +282,7 @@ fn main() -> ExitCode {
     if invoked_as == memfs::fuse::awake::HELPER_NAME
         && args.get(1).map(String::as_str) == Some(memfs::fuse::awake::HELPER_ARG)
     {
-        return memfs::fuse::awake::helper_main();
+        return memfs::fuse::awake::helper_main(args.get(2).map(String::as_str));
     }
     if invoked_as.starts_with("mount.") {
         return mount_helper(args);

@@ -27,15 +27,16 @@
 //! the CPU pressure the /dev/fuse poller reads grew by only 1.5% of the
 //! time while CPU-bound processes waited behind a spinner). It then
 //! sleeps, 10 ms the first time and twice as long after each crowd in a
-//! row up to 640 ms, before it spins for requests again.
+//! row up to 640 ms (a row ends when it spins 50 ms without one), before
+//! it spins for requests again.
 //!
 //! The helper decides all of this itself: the daemon's part of a request
 //! is an atomic add on the page they share (a memfd, the helper's fd 3),
 //! and a futex wake only when the helper sleeps waiting for a request. The
 //! page also carries `poll_us`, copied by the daemon when it changes. The
-//! helper exits with the daemon: it asks for SIGKILL when its parent dies,
-//! and checks its parent every second while asleep and every 100 ms while
-//! it spins.
+//! helper exits with the daemon: it is set, before exec, to get SIGKILL
+//! when the daemon dies (and checks its parent every 100 ms while it
+//! spins). Asleep, it costs nothing: no timer, no wake-up.
 //!
 //! Owns: the helper process and the shared page.
 
@@ -62,12 +63,11 @@ const SHARED_FD: i32 = 3;
 /// How often the spinning helper looks at the requests, its wait for a CPU
 /// and the clock.
 const SAMPLE: Duration = Duration::from_micros(100);
-/// How long the sleeping helper waits before it checks its parent again.
-const PARENT_CHECK: Duration = Duration::from_secs(1);
 /// Samples between two checks of the parent while spinning (100 ms).
 const PARENT_CHECK_SAMPLES: u32 = 1000;
 /// After a crowd, how long the helper sleeps before it spins again;
-/// doubled after each crowd in a row, up to the maximum.
+/// doubled after each crowd, up to the maximum, until it spins [`CALM`]
+/// without one.
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_millis(640);
 /// Spinning this long without a crowd ends a run of crowds.
@@ -129,12 +129,13 @@ fn page_size() -> usize {
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }
 
-/// Sleep while `word` holds `value`, at most `timeout`.
-fn futex_wait(word: &AtomicU32, value: u32, timeout: Duration) {
-    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as _ };
+/// Sleep while `word` holds `value` (returns at once if it does not).
+fn futex_wait(word: &AtomicU32, value: u32) {
     // SAFETY: FUTEX_WAIT (shared: the page is mapped in two processes) on a
-    // live, aligned word, with a timeout that outlives the call.
-    unsafe { libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, value, &ts as *const libc::timespec) };
+    // live, aligned word, with no timeout.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT, value, std::ptr::null::<libc::timespec>())
+    };
 }
 
 fn futex_wake(word: &AtomicU32) {
@@ -164,6 +165,16 @@ impl Awake {
         }
         // SAFETY: a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // Above the standard streams: the child's stdio is set up before
+        // `pre_exec`, and would replace a descriptor 0-2 (a daemon started
+        // with them closed).
+        // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own; checked.
+        let dup = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, SHARED_FD) };
+        if dup < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(dup) };
         // SAFETY: ftruncate on a descriptor we own.
         if unsafe { libc::ftruncate(fd.as_raw_fd(), page_size() as libc::off_t) } != 0 {
             return Err(std::io::Error::last_os_error());
@@ -171,13 +182,31 @@ impl Awake {
         let page = Page::map(fd.as_raw_fd())?;
         page.get().window_us.store(window_us(&knobs), Ordering::Relaxed);
         let raw = fd.as_raw_fd();
+        // SAFETY: getpid has no preconditions.
+        let daemon = unsafe { libc::getpid() };
         let mut cmd = Command::new("/proc/self/exe");
-        cmd.arg0(HELPER_NAME).arg(HELPER_ARG).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        // SAFETY: between fork and exec only dup2 and fcntl, both
-        // async-signal-safe: the page's descriptor becomes the child's fd 3,
-        // without close-on-exec.
+        cmd.arg0(HELPER_NAME).arg(HELPER_ARG).arg(daemon.to_string());
+        // Not the directory memfs was started from: the helper would keep
+        // that file system busy for the mount's life.
+        cmd.current_dir("/").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        // SAFETY: between fork and exec only prctl, setsid,
+        // sched_setscheduler (its parameter outlives the call), dup2 and
+        // fcntl, all async-signal-safe system calls. SIGKILL when the daemon's thread
+        // that spawns it (the main thread, which ends with the daemon)
+        // ends, asked for before exec so that no moment is uncovered (the
+        // helper then checks that its parent is still the daemon); the
+        // page's descriptor becomes the child's fd 3, without close-on-exec.
         unsafe {
             cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Its own session and SCHED_IDLE already for the exec and
+                // its start-up, which ran beside the io_uring queues'
+                // registration at mount and delayed it (seen in CI).
+                libc::setsid();
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
                 let r = if raw == SHARED_FD { libc::fcntl(raw, libc::F_SETFD, 0) } else { libc::dup2(raw, SHARED_FD) };
                 if r < 0 {
                     return Err(std::io::Error::last_os_error());
@@ -189,8 +218,14 @@ impl Awake {
         Ok(Some(Arc::new(Awake { page, knobs, child: Mutex::new(child) })))
     }
 
-    /// What the helper did since it started.
+    /// What the helper did since it started. Also reaps a helper that
+    /// ended (it should not before the daemon does), and says so once.
     pub fn counts(&self) -> AwakeCounts {
+        let mut child = self.child.lock();
+        if let Ok(Some(status)) = child.try_wait() {
+            log::warn!("the memfs-awake helper ended ({status}): no CPU is kept awake for requests any more");
+        }
+        drop(child);
         let s = self.page.get();
         AwakeCounts { spins: s.spins.load(Ordering::Relaxed), crowded: s.crowded.load(Ordering::Relaxed) }
     }
@@ -279,20 +314,20 @@ fn run_delay_ns(file: &File) -> Option<u64> {
     std::str::from_utf8(&buf[..n]).ok()?.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-/// The helper's life (`memfs-awake --keep-a-cpu-awake`, fd 3 the shared
-/// page): sleep until a request, spin while they come, stop for a crowd;
-/// exit when the parent does.
-pub fn helper_main() -> ExitCode {
-    // SAFETY: prctl, setsid, sched_setscheduler and getppid act on this
-    // process only; the name and the parameter outlive the calls.
-    let parent = unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+/// The helper's life (`memfs-awake --keep-a-cpu-awake DAEMON_PID`, fd 3
+/// the shared page): sleep until a request, spin while they come, stop for
+/// a crowd. It ends with the daemon: SIGKILL when it dies (asked for
+/// before exec), and at once if the daemon died before that.
+pub fn helper_main(daemon: Option<&str>) -> ExitCode {
+    let Some(parent) = daemon.and_then(|p| p.parse::<libc::pid_t>().ok()) else { return ExitCode::FAILURE };
+    // SAFETY: getppid and prctl act on this process only; the name
+    // outlives the call. (Its session and SCHED_IDLE were set before exec.)
+    unsafe {
+        if libc::getppid() != parent {
+            return ExitCode::SUCCESS; // the daemon died before we were set to die with it
+        }
         libc::prctl(libc::PR_SET_NAME, c"memfs-awake".as_ptr());
-        libc::setsid();
-        let param = libc::sched_param { sched_priority: 0 };
-        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
-        libc::getppid()
-    };
+    }
     // Best effort: without it the helper still yields to a crowd.
     let _ = std::fs::write("/proc/self/autogroup", "19");
     let Ok(page) = Page::map(SHARED_FD) else { return ExitCode::FAILURE };
@@ -304,10 +339,13 @@ pub fn helper_main() -> ExitCode {
     // SAFETY: getppid has no preconditions.
     let orphaned = || unsafe { libc::getppid() } != parent;
     let mut seen = s.requests.load(Ordering::SeqCst);
+    let mut waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
     let mut backoff = BACKOFF_MIN;
     loop {
-        // Asleep until a request comes (or came meanwhile).
-        let waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
+        // Asleep until a request comes (or came meanwhile). Its wait for
+        // a CPU is read just before each sleep (here, or the backoff's
+        // below), so that what it measures after is the wait since its
+        // last wake-up alone.
         s.asleep.store(1, Ordering::SeqCst);
         loop {
             let now = s.requests.load(Ordering::SeqCst);
@@ -315,10 +353,8 @@ pub fn helper_main() -> ExitCode {
                 seen = now;
                 break;
             }
-            futex_wait(&s.requests, now, PARENT_CHECK);
-            if orphaned() {
-                return ExitCode::SUCCESS;
-            }
+            waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
+            futex_wait(&s.requests, now);
         }
         s.asleep.store(0, Ordering::Relaxed);
         if s.window_us.load(Ordering::Relaxed) == 0 {
@@ -365,13 +401,14 @@ pub fn helper_main() -> ExitCode {
             };
         if crowded {
             s.crowded.fetch_add(1, Ordering::Relaxed);
+            waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
             std::thread::sleep(backoff);
             backoff = (backoff * 2).min(BACKOFF_MAX);
-        } else if began.elapsed() >= CALM {
-            backoff = BACKOFF_MIN;
-        }
-        if orphaned() {
-            return ExitCode::SUCCESS;
+        } else {
+            if began.elapsed() >= CALM {
+                backoff = BACKOFF_MIN;
+            }
+            waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
         }
     }
 }

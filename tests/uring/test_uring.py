@@ -114,6 +114,12 @@ def daemon_pid(mnt):
 
 def test_transport_is_io_uring_and_reported(uring_enabled):
     with uring_mount() as mnt:
+        # The queues register after the mount is live (requests are served
+        # over /dev/fuse until the kernel has them all): `io_uring_starting`
+        # for the first moments.
+        deadline = time.monotonic() + 5
+        while (name := transport(mnt)[0]) == "io_uring_starting" and time.monotonic() < deadline:
+            time.sleep(0.01)
         name, keys = transport(mnt)
         assert name == "io_uring"
         held = keys.pop("io_uring_buffer_bytes")
@@ -179,16 +185,17 @@ def test_a_helper_keeps_a_cpu_awake_while_requests_come(uring_enabled):
     while requests keep coming (one within `poll_us`), so that a client the
     reply wakes onto another vCPU finds it running (fuse/awake.rs). It is
     in a session of its own whose autogroup is at nice 19, at SCHED_IDLE;
-    an idle mount costs nothing, poll_us=0 turns it off, and it ends with
-    the daemon."""
+    an idle mount costs nothing (it sleeps on a futex with no timeout),
+    poll_us=0 turns it off, and it ends with the daemon."""
     needs_two_cpus()
     with uring_mount() as mnt:
         pid = daemon_pid(mnt)
         helper = awake_helper(pid)
         assert helper, "no memfs-awake child of the daemon"
         assert os.getsid(helper) == helper != os.getsid(pid), "not in a session of its own"
-        with open(f"/proc/{helper}/autogroup") as f:
-            assert f.read().split()[-1] == "19"
+        if os.path.exists(f"/proc/{helper}/autogroup"):  # CONFIG_SCHED_AUTOGROUP
+            with open(f"/proc/{helper}/autogroup") as f:
+                assert f.read().split()[-1] == "19"
         assert os.sched_getscheduler(helper) == os.SCHED_IDLE
         f = os.path.join(mnt, "f")
         open(f, "w").close()
@@ -216,7 +223,20 @@ def test_a_helper_keeps_a_cpu_awake_while_requests_come(uring_enabled):
         round_trips(f, 1.0)
         time.sleep(0.3)
         assert helper_ticks(helper) - after <= 2, "poll_us=0 spins nothing"
-    wait_exit(helper, timeout=5)
+    assert wait_exit(helper, timeout=5), "the helper outlived the unmount"
+
+
+def test_the_helper_ends_when_the_daemon_is_killed(uring_enabled):
+    """SIGKILL of the daemon (no unmount, no clean-up of its own) ends the
+    helper too: it was set before exec to get SIGKILL when the daemon dies."""
+    needs_two_cpus()
+    with uring_mount() as mnt:
+        pid = daemon_pid(mnt)
+        helper = awake_helper(pid)
+        assert helper, "no memfs-awake child of the daemon"
+        os.kill(pid, 9)
+        assert wait_exit(pid, timeout=5)
+        assert wait_exit(helper, timeout=5), "the helper outlived the daemon"
 
 
 def test_the_helper_stops_while_other_processes_want_every_cpu(uring_enabled):
@@ -226,8 +246,8 @@ def test_the_helper_stops_while_other_processes_want_every_cpu(uring_enabled):
     all, it must have found that it waited for a CPU, stopped and backed
     off (stats/transport awake_crowded_total). A helper at nice 19 with no
     such judge, spinning on, ran 70 ms in 3 s beside two such processes;
-    judging only while it spun, 30-35 ms in 2 s; judging its wait from its
-    wake-up too, 5-9 ms (measured)."""
+    judging only while it spun, 30-35 ms in 2 s; judging its wait after
+    each wake-up too, 1-5 ms (measured)."""
     needs_two_cpus()
     with uring_mount() as mnt:
         helper = awake_helper(daemon_pid(mnt))
@@ -248,7 +268,7 @@ def test_the_helper_stops_while_other_processes_want_every_cpu(uring_enabled):
                 h.kill()
                 h.wait()
         print(f"helper ran {ran:.1f} ms in 2 s beside CPU-bound processes; stopped for them {now_crowded - crowded} times")
-        assert ran < 30, f"the helper ran {ran:.1f} ms in 2 s beside CPU-bound processes"
+        assert ran < 20, f"the helper ran {ran:.1f} ms in 2 s beside CPU-bound processes"
         if ran > 3:
             assert now_crowded > crowded, f"the helper ran {ran:.1f} ms and never found the machine crowded"
 
