@@ -54,9 +54,9 @@ are written: docs/PASSTHROUGH.md) run in the kernel too. Everything else is
 a FUSE round trip to the daemon. On these machines (2 vCPUs of a VM whose
 idle vCPUs halt) a lone round trip costs about 6-13 us over /dev/fuse with
 the daemon polling (`poll_us`, docs/TUNABLES.md), about 49 us without
-polling, and 20-30 us over io_uring on an otherwise idle machine (the
-client is woken on the other, halted vCPU; with busy CPUs or several
-clients io_uring's per-CPU queues win: docs/TRANSPORT.md), while tmpfs
+polling, and about 9 us over io_uring with the memfs-awake helper
+keeping the other vCPU awake (20-30 us without it: the client is woken on
+the other, halted vCPU; docs/TRANSPORT.md), while tmpfs
 does a whole create in about 5 us. The kernel decides how many round
 trips an operation costs (docs/TRANSPORT.md, "Round trips per system
 call"): a create is a LOOKUP and a CREATE (and a RELEASE after the close),
