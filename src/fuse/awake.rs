@@ -22,12 +22,12 @@
 //! at once.
 //!
 //! It does not spin, or stops, when the machine is crowded: when it waited
-//! for a CPU more than 2 ms between its wake-up and its first run, or more
+//! for a CPU more than 5 ms between a wake-up and its first run, or more
 //! than half of a 10 ms interval while spinning ([`Crowd`]: no CPU was idle for it;
 //! the CPU pressure the /dev/fuse poller reads grew by only 1.5% of the
 //! time while CPU-bound processes waited behind a spinner). It then
 //! sleeps, 10 ms the first time and twice as long after each crowd in a
-//! row up to 640 ms (a row ends when it spins 50 ms without one), before
+//! row up to 640 ms (a row ends when 50 ms pass without one), before
 //! it spins for requests again.
 //!
 //! The helper decides all of this itself: the daemon's part of a request
@@ -66,11 +66,11 @@ const SAMPLE: Duration = Duration::from_micros(100);
 /// Samples between two checks of the parent while spinning (100 ms).
 const PARENT_CHECK_SAMPLES: u32 = 1000;
 /// After a crowd, how long the helper sleeps before it spins again;
-/// doubled after each crowd, up to the maximum, until it spins [`CALM`]
+/// doubled after each crowd, up to the maximum, until [`CALM`] passes
 /// without one.
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_millis(640);
-/// Spinning this long without a crowd ends a run of crowds.
+/// This long without a crowd ends a run of crowds.
 const CALM: Duration = Duration::from_millis(50);
 
 /// The shared page's words.
@@ -147,7 +147,8 @@ fn futex_wake(word: &AtomicU32) {
 pub struct Awake {
     page: Page,
     knobs: Arc<Knobs>,
-    child: Mutex<Child>,
+    /// None once reaped.
+    child: Mutex<Option<Child>>,
 }
 
 impl Awake {
@@ -206,7 +207,10 @@ impl Awake {
                 // registration at mount and delayed it (seen in CI).
                 libc::setsid();
                 let param = libc::sched_param { sched_priority: 0 };
-                libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+                if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+                    // Never a spinner at normal priority: no helper then.
+                    return Err(std::io::Error::last_os_error());
+                }
                 let r = if raw == SHARED_FD { libc::fcntl(raw, libc::F_SETFD, 0) } else { libc::dup2(raw, SHARED_FD) };
                 if r < 0 {
                     return Err(std::io::Error::last_os_error());
@@ -215,15 +219,16 @@ impl Awake {
             });
         }
         let child = cmd.spawn()?;
-        Ok(Some(Arc::new(Awake { page, knobs, child: Mutex::new(child) })))
+        Ok(Some(Arc::new(Awake { page, knobs, child: Mutex::new(Some(child)) })))
     }
 
     /// What the helper did since it started. Also reaps a helper that
     /// ended (it should not before the daemon does), and says so once.
     pub fn counts(&self) -> AwakeCounts {
         let mut child = self.child.lock();
-        if let Ok(Some(status)) = child.try_wait() {
+        if let Some(Ok(Some(status))) = child.as_mut().map(Child::try_wait) {
             log::warn!("the memfs-awake helper ended ({status}): no CPU is kept awake for requests any more");
+            *child = None;
         }
         drop(child);
         let s = self.page.get();
@@ -255,9 +260,10 @@ fn window_us(knobs: &Knobs) -> u32 {
 
 impl Drop for Awake {
     fn drop(&mut self) {
-        let mut child = self.child.lock();
-        let _ = child.kill();
-        let _ = child.wait();
+        if let Some(mut child) = self.child.lock().take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -284,13 +290,15 @@ const CROWD_INTERVAL: Duration = Duration::from_millis(10);
 const CROWDED_SHARE: f64 = 0.5;
 /// A wait for a CPU this long between the helper's wake-up and its first
 /// run makes the machine crowded at once.
-const WAKE_WAIT: Duration = Duration::from_millis(2);
+const WAKE_WAIT: Duration = Duration::from_millis(5);
 
 impl Crowd {
-    /// Start an interval now.
-    fn begin(&mut self) {
+    /// Start an interval now; the wait read (None: unreadable, the last kept).
+    fn begin(&mut self) -> Option<u64> {
         self.since = Instant::now();
-        self.delay_ns = run_delay_ns(&self.schedstat).unwrap_or(0);
+        let delay = run_delay_ns(&self.schedstat);
+        self.delay_ns = delay.unwrap_or(self.delay_ns);
+        delay
     }
 
     /// Whether the interval that just ended was crowded (false while it lasts).
@@ -320,16 +328,18 @@ fn run_delay_ns(file: &File) -> Option<u64> {
 /// before exec), and at once if the daemon died before that.
 pub fn helper_main(daemon: Option<&str>) -> ExitCode {
     let Some(parent) = daemon.and_then(|p| p.parse::<libc::pid_t>().ok()) else { return ExitCode::FAILURE };
-    // SAFETY: getppid and prctl act on this process only; the name
-    // outlives the call. (Its session and SCHED_IDLE were set before exec.)
+    // SAFETY: getppid has no preconditions. (Its session and SCHED_IDLE
+    // were set before exec.)
     unsafe {
         if libc::getppid() != parent {
             return ExitCode::SUCCESS; // the daemon died before we were set to die with it
         }
-        libc::prctl(libc::PR_SET_NAME, c"memfs-awake".as_ptr());
     }
-    // Best effort: without it the helper still yields to a crowd.
+    // Best effort: without it the helper still yields to a crowd. Before
+    // it takes its name, by which it is found (tests, ps): found, it is set.
     let _ = std::fs::write("/proc/self/autogroup", "19");
+    // SAFETY: prctl on this process; the name outlives the call.
+    unsafe { libc::prctl(libc::PR_SET_NAME, c"memfs-awake".as_ptr()) };
     let Ok(page) = Page::map(SHARED_FD) else { return ExitCode::FAILURE };
     // SAFETY: fd 3 was given to us for the page, now mapped.
     unsafe { libc::close(SHARED_FD) };
@@ -339,8 +349,8 @@ pub fn helper_main(daemon: Option<&str>) -> ExitCode {
     // SAFETY: getppid has no preconditions.
     let orphaned = || unsafe { libc::getppid() } != parent;
     let mut seen = s.requests.load(Ordering::SeqCst);
-    let mut waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
-    let mut backoff = BACKOFF_MIN;
+    let mut waited_before = run_delay_ns(&crowd.schedstat);
+    let (mut backoff, mut last_crowd) = (BACKOFF_MIN, Instant::now());
     loop {
         // Asleep until a request comes (or came meanwhile). Its wait for
         // a CPU is read just before each sleep (here, or the backoff's
@@ -353,7 +363,7 @@ pub fn helper_main(daemon: Option<&str>) -> ExitCode {
                 seen = now;
                 break;
             }
-            waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
+            waited_before = run_delay_ns(&crowd.schedstat);
             futex_wait(&s.requests, now);
         }
         s.asleep.store(0, Ordering::Relaxed);
@@ -363,8 +373,9 @@ pub fn helper_main(daemon: Option<&str>) -> ExitCode {
         // Woken, it waited that long for a CPU before it ran: on an idle
         // machine microseconds; beside CPU-bound processes on every CPU,
         // tens of milliseconds. Then it does not spin at all.
-        crowd.begin();
-        let slow_start = crowd.delay_ns.saturating_sub(waited_before) > WAKE_WAIT.as_nanos() as u64;
+        // (Not judged when a reading failed.)
+        let slow_start = matches!((waited_before, crowd.begin()),
+            (Some(before), Some(now)) if now.saturating_sub(before) > WAKE_WAIT.as_nanos() as u64);
         if !slow_start {
             s.spins.fetch_add(1, Ordering::Relaxed);
         }
@@ -401,14 +412,15 @@ pub fn helper_main(daemon: Option<&str>) -> ExitCode {
             };
         if crowded {
             s.crowded.fetch_add(1, Ordering::Relaxed);
-            waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
+            waited_before = run_delay_ns(&crowd.schedstat);
             std::thread::sleep(backoff);
             backoff = (backoff * 2).min(BACKOFF_MAX);
+            last_crowd = Instant::now();
         } else {
-            if began.elapsed() >= CALM {
+            if last_crowd.elapsed() >= CALM {
                 backoff = BACKOFF_MIN;
             }
-            waited_before = run_delay_ns(&crowd.schedstat).unwrap_or(0);
+            waited_before = run_delay_ns(&crowd.schedstat);
         }
     }
 }

@@ -140,15 +140,25 @@ def test_transport_is_io_uring_and_reported(uring_enabled):
         assert {f"fuser-uring-{q}" for q in range(possible_cpus())} <= names
 
 
-def awake_helper(pid):
-    """The daemon's memfs-awake helper process (fuse/awake.rs), or None."""
-    for child in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{child}/stat") as f:
-                comm, rest = f.read().split(" (", 1)[1].rsplit(") ", 1)
-            if comm == "memfs-awake" and int(rest.split()[1]) == pid:
-                return int(child)
-    return None
+def awake_helper(pid, timeout=5.0):
+    """The daemon's memfs-awake helper process (fuse/awake.rs), or None. Found
+    by its argv[0] (set at exec; its name follows once it has set itself up),
+    waiting up to `timeout` s: at SCHED_IDLE its start-up may wait for a CPU."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for child in filter(str.isdigit, os.listdir("/proc")):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                with open(f"/proc/{child}/cmdline", "rb") as f:
+                    argv0 = f.read().split(b"\0")[0]
+                with open(f"/proc/{child}/stat") as f:
+                    ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
+                with open(f"/proc/{child}/comm") as f:
+                    named = f.read().strip() == "memfs-awake"
+                if argv0 == b"memfs-awake" and ppid == pid and named:
+                    return int(child)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
 
 
 def helper_ticks(helper):
@@ -212,8 +222,12 @@ def test_a_helper_keeps_a_cpu_awake_while_requests_come(uring_enabled):
         assert stat_value(mnt, "transport", "awake_spins_total") >= 1
         # Its client and memfs's queue thread are both runnable at each
         # hand-off: that must not look like a crowd (it did, to a judge
-        # that counted runnable tasks, and the spinning stopped).
-        assert stat_value(mnt, "transport", "awake_crowded_total") == crowded
+        # that counted runnable tasks: 3-6 stops a second). One stop is
+        # allowed: the helper's first wake-up may find both CPUs busy a
+        # moment (the test's own start).
+        stops = stat_value(mnt, "transport", "awake_crowded_total") - crowded
+        print(f"helper: {spun} ticks of spinning in 1 s of round trips, {stops} stops for a crowd")
+        assert stops <= 1, f"a lone client's stream was taken for a crowd {stops} times"
         time.sleep(0.3)
         after = helper_ticks(helper)
         time.sleep(0.5)
@@ -236,7 +250,8 @@ def test_the_helper_ends_when_the_daemon_is_killed(uring_enabled):
         assert helper, "no memfs-awake child of the daemon"
         os.kill(pid, 9)
         assert wait_exit(pid, timeout=5)
-        assert wait_exit(helper, timeout=5), "the helper outlived the daemon"
+        # At once: the kernel's SIGKILL, not a check of its own a while later.
+        assert wait_exit(helper, timeout=0.5), "the helper outlived the daemon"
 
 
 def test_the_helper_stops_while_other_processes_want_every_cpu(uring_enabled):
@@ -247,10 +262,11 @@ def test_the_helper_stops_while_other_processes_want_every_cpu(uring_enabled):
     off (stats/transport awake_crowded_total). A helper at nice 19 with no
     such judge, spinning on, ran 70 ms in 3 s beside two such processes;
     judging only while it spun, 30-35 ms in 2 s; judging its wait after
-    each wake-up too, 1-5 ms (measured)."""
+    each wake-up too, 1-9 ms (measured)."""
     needs_two_cpus()
     with uring_mount() as mnt:
         helper = awake_helper(daemon_pid(mnt))
+        assert helper, "no memfs-awake child of the daemon"
         f = os.path.join(mnt, "f")
         open(f, "w").close()
         crowded = stat_value(mnt, "transport", "awake_crowded_total")
