@@ -268,6 +268,28 @@ impl Fs {
         u.max_pages.saturating_sub(heap + held) >= (u.max_pages / 8).max(min_pages.saturating_mul(2))
     }
 
+    /// Whether regular file `ino`, whose last open was just released, is
+    /// one that [`Fs::file_closed`] would move back into the heap: the
+    /// cheap part of its checks (no system call), for the RELEASE handler
+    /// to decide whether to queue the file for the move at all.
+    pub fn moves_back(&self, ino: Ino) -> bool {
+        let Ok(inode) = self.file(ino) else { return false };
+        let data = data_lock(&inode).read();
+        self.would_move_back(&inode, &data)
+    }
+
+    /// The checks of [`Fs::moves_back`], under the file's data lock.
+    fn would_move_back(&self, inode: &Inode, data: &FileData) -> bool {
+        let Some(f) = data.kernel() else { return false };
+        if !f.is_fresh() || f.pinned() || data.cold_count() != 0 || inode.meta().nlink == 0 {
+            return false; // (a deleted file goes with its FORGET: nothing to pack)
+        }
+        // Seen this large when its last passthrough open ended
+        // (`unpin_kernel_file`): it stays (only memfs shrinks a file).
+        let min = self.passthrough_min.load(Ordering::Relaxed);
+        f.seen().is_none_or(|s| s.size < min)
+    }
+
     /// The last open of `ino` was closed. A file that its creating open
     /// made in a memory file and that ended below `passthrough_min=` moves
     /// back into the heap, packed as small files are (a page-sized kernel
@@ -288,16 +310,10 @@ impl Fs {
     pub fn file_closed(&self, ino: Ino) -> bool {
         let Ok(inode) = self.file(ino) else { return true };
         let mut data = data_lock(&inode).write();
-        let Some(f) = data.kernel() else { return true };
-        if !f.is_fresh() || f.pinned() || data.cold_count() != 0 || inode.meta().nlink == 0 {
-            return true; // (a deleted file goes with its FORGET: nothing to pack)
-        }
-        let min = self.passthrough_min.load(Ordering::Relaxed);
-        // Seen this large when its last passthrough open ended
-        // (`unpin_kernel_file`): it stays (only memfs shrinks a file).
-        if f.seen().is_some_and(|s| s.size >= min) {
+        if !self.would_move_back(&inode, &data) {
             return true;
         }
+        let Some(f) = data.kernel() else { return true };
         if f.held_elsewhere() {
             return false;
         }
@@ -306,7 +322,7 @@ impl Fs {
         // serves the size, the move and the recycling.
         self.sync_kernel(&inode, &data); // what the passthrough writers did
         let size = inode.meta().size;
-        if size >= min {
+        if size >= self.passthrough_min.load(Ordering::Relaxed) {
             return true;
         }
         match data.move_from_kernel(size) {

@@ -413,10 +413,10 @@ impl Passthrough {
             // and the pager may page the file out again.
             fs.unpin_kernel_file(ino.0, fh != FH_PASSTHROUGH);
         }
-        // A small new file moves back into the heap (later, if the
-        // kernel still holds its memory file).
-        if closed && !fs.file_closed(ino.0) {
-            self.settler.later(ino.0);
+        // A small new file moves back into the heap, off the request path
+        // (fuse/settle.rs: the kernel still holds its memory file now).
+        if closed && fs.moves_back(ino.0) {
+            self.settler.later(fs, ino.0);
         }
         // The kernel's limit on memory files matters to passthrough writers
         // only: with none left, the next passthrough open sets it.

@@ -2,95 +2,186 @@
 //! the request path.
 //!
 //! A new file made in a kernel memory file (`passthrough_create=`) moves
-//! back into memfs's heap at the RELEASE of its last open when it ended
+//! back into memfs's heap after the RELEASE of its last open when it ended
 //! small (core `Fs::file_closed`), but only once no struct file of the
 //! kernel holds the memory file any more: a mapping may outlive the open
 //! (`MemFile::held_elsewhere`). The kernel lets go of a closed
 //! passthrough open's file a moment after it sends the RELEASE (the
 //! backing file is put when the closing task returns to user space), so
-//! the first ask often finds it still held. The RELEASE handler used to
-//! ask again up to three times, sleeping 25-50 µs in between: on the one
-//! /dev/fuse worker, and over io_uring on the very CPU the closing task
-//! needed in order to let go, every request behind that RELEASE waited
-//! (a stat after a first write to an empty file took 74 µs over io_uring,
-//! against 34 µs with `passthrough_create=off`).
+//! an ask at the RELEASE itself mostly finds it still held.
 //!
-//! Now the handler asks once; a file still held is handed to this thread,
-//! which asks again after [`FIRST_WAIT`], then after waits four times
+//! So the RELEASE handler does none of it: it only checks, cheaply, that
+//! the file is one that moves back (`Fs::moves_back`) and queues it here.
+//! This thread asks after [`FIRST_WAIT`], then after waits four times
 //! longer each, [`TRIES`] times in all (about 17 ms), and leaves the file
 //! in its memory file after that (as a mapping that lasts keeps it). The
 //! core re-checks everything under the file's lock at each try (no open
 //! pins it, it is still fresh, not deleted), so an open that comes in
-//! between simply wins. The thread sleeps on its channel while nothing
-//! waits, and ends with the mount.
+//! between simply wins.
+//!
+//! Until 2026-12-06 the handler asked once itself (two `fcntl`s for the
+//! lease, mostly refused) and woke this thread through a channel for
+//! every file; with a client creating files, that was a third of the
+//! RELEASE's time and a wake-up of this thread per file. Now the queue is
+//! a vector under a mutex; the thread is woken only when it sleeps with
+//! nothing to do, and while files wait it takes the new ones in rounds at
+//! most every [`ROUND`]. Over io_uring the RELEASE is served on the closing
+//! client's own CPU, so whatever it does the client waits for; this
+//! thread runs wherever the scheduler finds room, typically the other CPU
+//! (which the memfs-awake helper keeps awake, at SCHED_IDLE: this thread
+//! preempts it). The thread ends with the mount.
 
 use std::collections::BTreeMap;
-use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
-use std::sync::Weak;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use crate::core::Fs;
 
-/// The wait before the thread's first try.
+/// The wait before a file's first try.
 pub const FIRST_WAIT: Duration = Duration::from_micros(50);
-/// Tries by the thread before a file is left in its memory file.
+/// Tries before a file is left in its memory file.
 pub const TRIES: u32 = 5;
+/// The shortest time between two rounds of tries while files wait: new
+/// files queued meanwhile are taken in at the next round, without a
+/// wake-up each.
+pub const ROUND: Duration = Duration::from_micros(200);
 
-/// Hands files still held at their last close to the settling thread.
+/// What the RELEASE handlers and the thread share.
+#[derive(Debug, Default)]
+struct Queue {
+    /// Files queued since the thread last looked.
+    new: Vec<u64>,
+    /// The thread sleeps with nothing to do: a new file must wake it.
+    idle: bool,
+    /// The mount is going: the thread ends.
+    closed: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Hands files whose last open was released to the settling thread.
 #[derive(Debug)]
 pub struct Settler {
-    tx: Option<Sender<u64>>,
+    shared: Option<Arc<Shared>>,
 }
 
 impl Settler {
     /// Start the thread for `fs` (held weakly: the thread ends with it).
     pub fn start(fs: Weak<Fs>) -> std::io::Result<Settler> {
-        let (tx, rx) = channel::<u64>();
-        std::thread::Builder::new().name("memfs-settle".into()).spawn(move || {
-            // (When to ask next, inode) -> tries left, soonest first. Due
-            // files are asked about after every message too: a stream of
-            // closes (two creating clients) kept the wait from ever timing
-            // out, and every file waited in its memory file until a pause.
-            let mut due: BTreeMap<(Instant, u64), u32> = BTreeMap::new();
-            loop {
-                let got = match due.first_key_value() {
-                    None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                    Some((&(next, _), _)) => rx.recv_timeout(next.saturating_duration_since(Instant::now())),
-                };
-                match got {
-                    Ok(ino) => {
-                        due.insert((Instant::now() + FIRST_WAIT, ino), TRIES);
-                    }
-                    Err(RecvTimeoutError::Disconnected) => return,
-                    Err(RecvTimeoutError::Timeout) => {}
-                }
-                let now = Instant::now();
-                if due.first_key_value().is_none_or(|(&(at, _), _)| at > now) {
-                    continue;
-                }
-                let Some(fs) = fs.upgrade() else { return };
-                while let Some(entry) = due.first_entry().filter(|e| e.key().0 <= now) {
-                    let ((_, ino), left) = entry.remove_entry();
-                    let left = left - 1;
-                    if !fs.file_closed(ino) && left > 0 {
-                        due.insert((now + FIRST_WAIT * 4u32.pow(TRIES - left), ino), left);
-                    }
-                }
-            }
-        })?;
-        Ok(Settler { tx: Some(tx) })
+        let shared = Arc::new(Shared::default());
+        let theirs = shared.clone();
+        std::thread::Builder::new().name("memfs-settle".into()).spawn(move || settle(&theirs, &fs))?;
+        Ok(Settler { shared: Some(shared) })
     }
 
-    /// A settler that drops what it is given (no thread: unit tests).
+    /// A settler without a thread: each file gets one try at once, on the
+    /// caller's thread (unit tests, or no thread could be started).
     pub fn none() -> Settler {
-        Settler { tx: None }
+        Settler { shared: None }
     }
 
-    /// Regular file `ino`'s last open was released while the kernel still
-    /// held its memory file: ask again later.
-    pub fn later(&self, ino: u64) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(ino);
+    /// Regular file `ino`'s last open was released and it is one that
+    /// moves back into the heap ([`Fs::moves_back`]): move it soon.
+    pub fn later(&self, fs: &Fs, ino: u64) {
+        let Some(shared) = &self.shared else {
+            fs.file_closed(ino);
+            return;
+        };
+        let mut q = shared.lock();
+        q.new.push(ino);
+        let wake = std::mem::replace(&mut q.idle, false);
+        drop(q);
+        if wake {
+            shared.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Settler {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.lock().closed = true;
+            shared.wake.notify_one();
+        }
+    }
+}
+
+/// The thread: rounds of tries, no more often than [`ROUND`], while files
+/// wait; asleep without a timer when none does.
+fn settle(shared: &Shared, fs: &Weak<Fs>) {
+    // (When to ask next, inode) -> tries left, soonest first.
+    let mut due: BTreeMap<(Instant, u64), u32> = BTreeMap::new();
+    let mut last_round: Option<Instant> = None;
+    loop {
+        let new = {
+            let mut q = shared.lock();
+            loop {
+                if q.closed {
+                    return;
+                }
+                if !q.new.is_empty() || !due.is_empty() {
+                    break;
+                }
+                q.idle = true;
+                q = shared.wake.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+            q.idle = false;
+            std::mem::take(&mut q.new)
+        };
+        let now = Instant::now();
+        for ino in new {
+            due.insert((now + FIRST_WAIT, ino), TRIES);
+        }
+        // Sleep until the first file is due, and at least ROUND after the
+        // last round; files queued meanwhile join the next round.
+        let first = due.first_key_value().map_or(now, |(&(at, _), _)| at);
+        let at = last_round.map_or(first, |l| first.max(l + ROUND));
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        let Some(fs) = fs.upgrade() else { return };
+        let now = Instant::now();
+        last_round = Some(now);
+        while let Some(entry) = due.first_entry().filter(|e| e.key().0 <= now) {
+            let ((_, ino), left) = entry.remove_entry();
+            let left = left - 1;
+            if !fs.file_closed(ino) && left > 0 {
+                due.insert((now + FIRST_WAIT * 4u32.pow(TRIES - left), ino), left);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_thread_sleeps_without_work_and_ends_with_its_settler() {
+        // A dead mount: the thread has nothing to try and must still end
+        // when the settler goes, whether asleep or mid-round.
+        let fs: Weak<Fs> = Weak::new();
+        let s = Settler::start(fs).unwrap();
+        let shared = s.shared.clone().unwrap();
+        let t0 = Instant::now();
+        while !shared.lock().idle {
+            assert!(t0.elapsed() < Duration::from_secs(5), "the thread never went to sleep");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(s);
+        while Arc::strong_count(&shared) > 1 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "the thread did not end with its settler");
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }

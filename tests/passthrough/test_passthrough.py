@@ -795,3 +795,28 @@ def test_a_write_through_a_shared_mapping_updates_mtime_and_ctime():
                 assert during[0] > after[0], (after, during)
         finally:
             os.close(fd)
+
+
+def test_a_stream_of_small_new_files_all_move_back_into_the_heap():
+    """Each new file starts in a memory file and moves back into the heap
+    after its close (src/fuse/settle.rs), in rounds while files keep
+    coming: a client creating files without a pause leaves none behind in
+    a memory file, whether the kernel had let go of it at the RELEASE or
+    not, and every byte is where it was written; a file reopened before
+    its move keeps its bytes too."""
+    with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
+        want = {}
+        for i in range(2000):
+            path = os.path.join(mnt, f"f{i}")
+            data = (b"%d:" % i) * (1 + i % 700)
+            with open(path, "wb") as f:
+                f.write(data)
+            want[path] = data
+            if i % 97 == 0:  # reopened at once, before its move
+                with open(path, "ab") as f:
+                    f.write(b"+")
+                want[path] += b"+"
+        s = settle(lambda: pt_stats(mnt), lambda s: (s["memory_files"], s["passthrough_opens"]) == (0, 0))
+        assert (s["memory_files"], s["passthrough_opens"]) == (0, 0), s
+        for path, data in want.items():
+            assert read_file(path) == data, path
