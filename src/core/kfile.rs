@@ -279,9 +279,13 @@ impl Fs {
     }
 
     /// The checks of [`Fs::moves_back`], under the file's data lock.
+    /// A passthrough open that pins the file is not checked here: two
+    /// opens' RELEASEs can run at once, and the last to count its open
+    /// gone may look before the other has unpinned (`Fs::file_closed`
+    /// asks again later while the file is pinned).
     fn would_move_back(&self, inode: &Inode, data: &FileData) -> bool {
         let Some(f) = data.kernel() else { return false };
-        if !f.is_fresh() || f.pinned() || data.cold_count() != 0 || inode.meta().nlink == 0 {
+        if !f.is_fresh() || data.cold_count() != 0 || inode.meta().nlink == 0 {
             return false; // (a deleted file goes with its FORGET: nothing to pack)
         }
         // Seen this large when its last passthrough open ended
@@ -306,7 +310,8 @@ impl Fs {
     /// through the mapping. The kernel also lets go of a closed
     /// passthrough open's own file only a moment after the RELEASE: the
     /// caller asks again later (fuse/settle.rs), never by sleeping here.
-    /// True when there is nothing (more) to do.
+    /// Also false while a passthrough open pins it (one closing right now
+    /// unpins it a moment later). True when there is nothing (more) to do.
     pub fn file_closed(&self, ino: Ino) -> bool {
         let Ok(inode) = self.file(ino) else { return true };
         let mut data = data_lock(&inode).write();
@@ -314,7 +319,9 @@ impl Fs {
             return true;
         }
         let Some(f) = data.kernel() else { return true };
-        if f.held_elsewhere() {
+        // Pinned: a passthrough open is closing at this moment, or the file
+        // was opened again (then its last RELEASE queues it anew).
+        if f.pinned() || f.held_elsewhere() {
             return false;
         }
         // No other file of the kernel is open on it and its data lock is
@@ -1137,6 +1144,25 @@ mod tests {
         assert!(fs.pin_new_kernel_file(next, true));
         assert_eq!(fs.getattr(next).unwrap().blocks, 0);
         assert_eq!(fs.read(next, 0, 100).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_pinned_new_file_is_queued_at_its_release_and_asked_again_later() {
+        // Two opens' RELEASEs at once: the one that counted the last open
+        // gone may look while the other has not unpinned yet. The file
+        // must still be queued, and the try while pinned must ask again.
+        let fs = creating_mount();
+        let ino = fs.mknod(ROOT_INO, b"f", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert!(fs.pin_new_kernel_file(ino, true));
+        write_behind(&fs, ino, 0, b"hello");
+        assert!(fs.moves_back(ino), "queued although still pinned");
+        assert!(!fs.file_closed(ino), "a pinned file is asked about again, not given up");
+        assert!(fs.in_kernel_file(ino));
+        fs.unpin_kernel_file(ino, true);
+        assert!(fs.file_closed(ino));
+        assert!(!fs.in_kernel_file(ino));
+        assert_eq!(fs.read(ino, 0, 10).unwrap(), b"hello");
+        assert!(!fs.moves_back(ino), "back in the heap: nothing more to move");
     }
 
     #[test]

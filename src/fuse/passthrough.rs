@@ -202,8 +202,8 @@ pub struct Passthrough {
     /// Drops a file's cached attributes at its first passthrough open for
     /// reading and writing ([`RW_OPENS`]).
     attrs: AttrDropper,
-    /// Asks again later about a small new file whose memory file the
-    /// kernel still held at its last RELEASE.
+    /// Moves a small new file back into the heap after its last RELEASE,
+    /// off the request path (fuse/settle.rs).
     settler: Settler,
 }
 

@@ -24,8 +24,13 @@
 //! every file; with a client creating files, that was a third of the
 //! RELEASE's time and a wake-up of this thread per file. Now the queue is
 //! a vector under a mutex; the thread is woken only when it sleeps with
-//! nothing to do, and while files wait it takes the new ones in rounds at
-//! most every [`ROUND`]. Over io_uring the RELEASE is served on the closing
+//! nothing to do or waits longer than [`ROUND`] (for a file still held),
+//! and while files wait it takes the new ones in rounds at most every
+//! [`ROUND`]. If the thread ever ends before the mount (a panic), files
+//! get one try at once on the RELEASE's thread instead. A file still
+//! pinned when asked is asked again (two opens' RELEASEs can run at
+//! once: the one that counted the last open gone may have queued it
+//! before the other unpinned). Over io_uring the RELEASE is served on the closing
 //! client's own CPU, so whatever it does the client waits for; this
 //! thread runs wherever the scheduler finds room, typically the other CPU
 //! (which the memfs-awake helper keeps awake, at SCHED_IDLE: this thread
@@ -55,6 +60,10 @@ struct Queue {
     idle: bool,
     /// The mount is going: the thread ends.
     closed: bool,
+    /// The thread ended (with the mount, or by a panic): files get one
+    /// try at once instead, on the caller's thread, rather than a queue
+    /// that nothing drains.
+    dead: bool,
 }
 
 #[derive(Debug, Default)]
@@ -80,7 +89,10 @@ impl Settler {
     pub fn start(fs: Weak<Fs>) -> std::io::Result<Settler> {
         let shared = Arc::new(Shared::default());
         let theirs = shared.clone();
-        std::thread::Builder::new().name("memfs-settle".into()).spawn(move || settle(&theirs, &fs))?;
+        std::thread::Builder::new().name("memfs-settle".into()).spawn(move || {
+            let _dead = Dead(&theirs);
+            settle(&theirs, &fs);
+        })?;
         Ok(Settler { shared: Some(shared) })
     }
 
@@ -98,6 +110,11 @@ impl Settler {
             return;
         };
         let mut q = shared.lock();
+        if q.dead {
+            drop(q);
+            fs.file_closed(ino);
+            return;
+        }
         q.new.push(ino);
         let wake = std::mem::replace(&mut q.idle, false);
         drop(q);
@@ -113,6 +130,17 @@ impl Drop for Settler {
             shared.lock().closed = true;
             shared.wake.notify_one();
         }
+    }
+}
+
+/// Marks the queue when the thread ends, however it ends.
+struct Dead<'a>(&'a Shared);
+
+impl Drop for Dead<'_> {
+    fn drop(&mut self) {
+        let mut q = self.0.lock();
+        q.dead = true;
+        q.new.clear();
     }
 }
 
@@ -142,12 +170,25 @@ fn settle(shared: &Shared, fs: &Weak<Fs>) {
         for ino in new {
             due.insert((now + FIRST_WAIT, ino), TRIES);
         }
-        // Sleep until the first file is due, and at least ROUND after the
-        // last round; files queued meanwhile join the next round.
+        // Wait until the first file is due, and at least ROUND after the
+        // last round. A file released meanwhile joins the next round; it
+        // wakes the thread only from a wait longer than ROUND (a file
+        // still held, asked again after milliseconds), so that its own
+        // first try is not put off that long.
         let first = due.first_key_value().map_or(now, |(&(at, _), _)| at);
         let at = last_round.map_or(first, |l| first.max(l + ROUND));
         if at > now {
-            std::thread::sleep(at - now);
+            let q = shared.lock();
+            if q.closed {
+                return;
+            }
+            if q.new.is_empty() {
+                let mut q = q;
+                q.idle = at - now > ROUND;
+                let (mut q, _) = shared.wake.wait_timeout(q, at - now).unwrap_or_else(|e| e.into_inner());
+                q.idle = false;
+            }
+            continue; // new files in, and the time to wait worked out again
         }
         let Some(fs) = fs.upgrade() else { return };
         let now = Instant::now();
@@ -165,6 +206,40 @@ fn settle(shared: &Shared, fs: &Weak<Fs>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Waits until the settling thread sleeps with nothing to do.
+    fn idle(s: &Settler) {
+        let shared = s.shared.as_ref().unwrap();
+        let t0 = Instant::now();
+        while !shared.lock().idle {
+            assert!(t0.elapsed() < Duration::from_secs(5), "the thread never went to sleep");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn files_queued_while_the_thread_sleeps_move_back_into_the_heap() {
+        use crate::core::memfile::KernelStore;
+        use crate::core::{Caller, FsConfig, ROOT_INO};
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.kernel_files = Some((KernelStore::memfd(), 4 * crate::core::types::PAGE_SIZE));
+        let fs = Arc::new(Fs::new(cfg));
+        fs.set_kernel_new_files(true);
+        let s = Settler::start(Arc::downgrade(&fs)).unwrap();
+        for (round, name) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
+            idle(&s); // each file wakes a sleeping thread
+            let ino = fs.mknod(ROOT_INO, name, libc::S_IFREG | 0o644, 0, 0, &Caller::ROOT).unwrap().ino;
+            assert!(fs.pin_new_kernel_file(ino, true));
+            fs.unpin_kernel_file(ino, true);
+            assert!(fs.in_kernel_file(ino) && fs.moves_back(ino));
+            s.later(&fs, ino);
+            let t0 = Instant::now();
+            while fs.in_kernel_file(ino) {
+                assert!(t0.elapsed() < Duration::from_secs(5), "file {round} stayed in its memory file");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
 
     #[test]
     fn the_thread_sleeps_without_work_and_ends_with_its_settler() {

@@ -806,6 +806,7 @@ def test_a_stream_of_small_new_files_all_move_back_into_the_heap():
     its move keeps its bytes too."""
     with memfs("size=256M,passthrough=on,passthrough_min=1m") as mnt:
         want = {}
+        before = io_bytes(mnt)
         for i in range(2000):
             path = os.path.join(mnt, f"f{i}")
             data = (b"%d:" % i) * (1 + i % 700)
@@ -816,6 +817,11 @@ def test_a_stream_of_small_new_files_all_move_back_into_the_heap():
                 with open(path, "ab") as f:
                     f.write(b"+")
                 want[path] += b"+"
+        # Each file was written in its memory file (through the kernel,
+        # not through memfs's WRITE), then moved. (A reopen's "+" reaches
+        # the daemon if the file moved back before it.)
+        assert pt_stats(mnt)["passthrough_opens_total"] >= 2000
+        assert io_bytes(mnt)[1] - before[1] <= 2000 // 97 + 1, "new files' writes reached the daemon"
         s = settle(lambda: pt_stats(mnt), lambda s: (s["memory_files"], s["passthrough_opens"]) == (0, 0))
         assert (s["memory_files"], s["passthrough_opens"]) == (0, 0), s
         for path, data in want.items():
