@@ -136,6 +136,8 @@ def header(results):
         f"- **memfs:** {memfs['version']}, commit {memfs['commit']}, binary `{memfs['binary']}` "
         f"(sha256 {memfs.get('sha256', '?')}…), options `-o {memfs['options']}`",
     ]
+    if meta.get("transport"):
+        lines.append(f"- **FUSE transport** (`uring=auto`, where a workload does not set it): {meta['transport']}")
     if memfs.get("stand_in"):
         lines.append(f"- **WARNING:** memfs was replaced by a stand-in ({memfs['stand_in']}): "
                      "these are not memfs figures.")

@@ -154,6 +154,7 @@ def start_meta(args, argv, filesystems, common):
         "cwd": os.getcwd(),
         "machine": sysinfo.machine(),
         "load_start": sysinfo.loadavg(),
+        "transport": sysinfo.fuse_uring(),
         "memfs": {
             "binary": mounts.MEMFS_BIN,
             "version": sysinfo.memfs_version(mounts.MEMFS_BIN),

@@ -24,6 +24,18 @@ def meminfo():
     return out
 
 
+def fuse_uring():
+    """What memfs's default `uring=auto` takes on this machine for the
+    runs that do not set `uring=` themselves: the fuse module's
+    enable_uring parameter, read at the start of the run."""
+    try:
+        with open("/sys/module/fuse/parameters/enable_uring") as f:
+            on = f.read().strip() == "Y"
+    except OSError:
+        return "no FUSE over io_uring in this kernel: /dev/fuse"
+    return "io_uring (enable_uring is Y)" if on else "/dev/fuse (enable_uring is N)"
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
