@@ -130,8 +130,7 @@ def _postmark(workload, names, outdir):
                     continue
                 entry = workload["summary"][m["key"]]["by_fs"][fs]
                 if entry.get("median") is not None:
-                    pts.append((p["transactions"], entry["median"], min(entry["values"]),
-                                max(entry["values"])))
+                    pts.append((p["transactions"], entry["median"], *_span(entry)))
             if not pts:
                 continue
             pts.sort()
@@ -156,6 +155,13 @@ def _postmark(workload, names, outdir):
     return name, "Postmark transactions per second"
 
 
+def _span(entry):
+    """(min, max) of the runs that gave a figure (a partial median has some
+    that did not)."""
+    have = [v for v in entry["values"] if v is not None]
+    return min(have), max(have)
+
+
 def _pager(workload, names, outdir):
     """Case 1 of the pager workload: MiB/s of zipf reads against W / C, a
     panel per read size; None when the run has no such case."""
@@ -170,7 +176,7 @@ def _pager(workload, names, outdir):
             for cid, p in cases.items():
                 entry = workload["summary"].get(f"{cid}:{bs}_mibs", {}).get("by_fs", {}).get(fs, {})
                 if entry.get("median") is not None:
-                    pts.append((p["ratio"], entry["median"], min(entry["values"]), max(entry["values"])))
+                    pts.append((p["ratio"], entry["median"], *_span(entry)))
             if not pts:
                 continue
             pts.sort()

@@ -41,7 +41,9 @@ def cell(entry, unit):
     if entry.get("failed"):
         ok = len(entry.get("values", []))
         return f"**FAILED** ({ok} ok)" if ok else "**FAILED**"
-    return fmt_value(entry.get("median"), unit)
+    value = fmt_value(entry.get("median"), unit)
+    # The median of the runs that gave a figure, where some did not.
+    return f"{value} ({entry['partial']} runs)" if entry.get("partial") else value
 
 
 def fs_names(results):

@@ -148,8 +148,12 @@ def summarize(metrics, runs, fs_names, reference="tmpfs"):
     """Per metric: per file system the median of its runs, and the ratio.
 
     A (case, file system) with any failed run has no median: it is reported
-    as failed. Ratios are medians over the tmpfs median, inverted for
-    lower-is-better metrics, so a higher ratio is always better.
+    as failed. A run that finished without a figure for a metric (the pager's
+    anchor OOM-killed in one repetition, say) leaves that metric the median
+    of the runs that have one, marked with how many (`partial`: "2 of 3");
+    with none at all it has no median. Ratios are medians over the tmpfs
+    median, inverted for lower-is-better metrics, so a higher ratio is
+    always better.
     """
     out = {}
     case_of = {m.key: m.key.split(":", 1)[0] for m in metrics}
@@ -163,7 +167,11 @@ def summarize(metrics, runs, fs_names, reference="tmpfs"):
                 entry["by_fs"][name] = {"failed": True, "values": values,
                                         "errors": [r["error"] for r in failed]}
             elif any(v is None for v in values):
-                entry["by_fs"][name] = {"failed": False, "median": None, "values": values}
+                have = [v for v in values if v is not None]
+                entry["by_fs"][name] = {"failed": False, "values": values,
+                                        "median": statistics.median(have) if have else None}
+                if have:
+                    entry["by_fs"][name]["partial"] = f"{len(have)} of {len(values)}"
             else:
                 entry["by_fs"][name] = {"failed": False, "median": statistics.median(values),
                                         "values": values}

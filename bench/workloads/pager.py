@@ -259,7 +259,8 @@ def run(ctx):
         _note(f"in case {ctx.case.id} (rep {ctx.rep + 1}) the anchor's memory cgroup "
               f"OOM-killed its client {OOM_RETRIES + 1} times in a row, its swap having "
               "room (the kernel found no inactive page to reclaim): that run has no "
-              "anchor figures, so the case shows none")
+              "anchor figures, so the case shows the median of the runs that have "
+              "them, marked")
         return {f"{ctx.case.id}:anchor_oom": str(e)}
 
 
