@@ -82,6 +82,15 @@ def cases(d):
         with open(f, "ab") as fh:
             fh.write(b"y")
 
+    link = os.path.join(d, "link")
+
+    def symlinked():
+        os.mkdir(sub)
+        write_new(os.path.join(sub, "f"))
+        os.symlink("sub", link)
+        os.readlink(link)
+        os.stat(os.path.join(link, "f"))
+
     def read_all():
         fd = os.open(f, os.O_RDONLY)
         os.read(fd, 4096)
@@ -106,6 +115,8 @@ def cases(d):
         ("ls -l of 10 files, again", lambda: (prefill(), ls()), ls),
         ("write 1 MiB in one call to a new file", None, lambda: write_new(f, b"x" * (1 << 20))),
         ("stat of a name in a directory just changed", lambda: write_new(f), "dirchanged"),
+        ("readlink of a symlink read before", symlinked, lambda: os.readlink(link)),
+        ("stat through a symlink walked before", symlinked, lambda: os.stat(os.path.join(link, "f"))),
     ]
 
 

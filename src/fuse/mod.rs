@@ -53,7 +53,7 @@ use fuser::{
 };
 
 use crate::core::cache::CachePolicy;
-use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, RenameFlags, SetAttr, Whence};
+use crate::core::{Caller, DirItem, FallocMode, Fs, FsError, FsResult, Kind, RenameFlags, SetAttr, Whence};
 use crate::ctl::stats::{mark_control_request, Stats};
 use crate::ctl::{is_ctl_ino, Ctl};
 use crate::sync::Arc;
@@ -83,6 +83,10 @@ pub struct MemFs {
     /// Mounted `strictatime`: OPEN and OPENDIR are answered so that reads
     /// and listings can be made to reach memfs.
     strict_opens: bool,
+    /// Ask the kernel to keep symlink targets (FUSE_CACHE_SYMLINKS): not on
+    /// a mount made `strictatime` (every readlink must reach memfs to set
+    /// the atime) or `cache=none` (the kernel keeps no names either).
+    cache_symlinks: bool,
     /// Allow idmapped mounts of this one (FUSE_ALLOW_IDMAP at INIT): root's
     /// mounts, which serve every user. The kernel then keeps the caller's
     /// ids out of every request that does not create an inode (see
@@ -122,7 +126,19 @@ impl MemFs {
         // strictatime at mount: OPEN and OPENDIR are answered from the first
         // one (an ENOSYS would stop them for the connection's life).
         let strict_opens = fs.strictatime();
-        MemFs { fs, ctl, stats, invalidator, parked, pt_plan, passthrough, strict_opens, allow_idmap: false }
+        let cache_symlinks = !strict_opens && fs.default_cache() != Some(CachePolicy::None);
+        MemFs {
+            fs,
+            ctl,
+            stats,
+            invalidator,
+            parked,
+            pt_plan,
+            passthrough,
+            strict_opens,
+            cache_symlinks,
+            allow_idmap: false,
+        }
     }
 
     /// Offer idmapped mounts (root's mounts; see the field).
@@ -308,6 +324,15 @@ impl Filesystem for MemFs {
         ] {
             let _ = config.add_capabilities(flag);
         }
+        // Symlink targets kept in the kernel's page cache after the first
+        // READLINK: a path walk through a symlink, and every readlink after
+        // the first, then costs no round trip (a target never changes; a
+        // symlink replaced is another inode). Such readlinks do not reach
+        // memfs to update the atime (docs/SEMANTICS.md); a change of the
+        // symlink's times or owner drops the kept target (`setattr`).
+        if self.cache_symlinks && config.add_capabilities(InitFlags::FUSE_CACHE_SYMLINKS).is_err() {
+            self.cache_symlinks = false;
+        }
         // Idmapped mounts (mount_setattr MOUNT_ATTR_IDMAP), as tmpfs allows:
         // the kernel maps owners through the mount's idmap and checks every
         // permission (default_permissions, always on here).
@@ -414,7 +439,18 @@ impl Filesystem for MemFs {
         let set = SetAttr { mode, uid, gid, size, atime, mtime, via_open_file: fh.is_some() };
         match self.ctl(ino) {
             Some(ctl) => reply_attr(reply, ctl.setattr(ino.0, &set, &caller(req))),
-            None => reply_attr(reply, self.fs.setattr(ino.0, &set, &caller(req))),
+            None => {
+                let result = self.fs.setattr(ino.0, &set, &caller(req));
+                let symlink = matches!(&result, Ok(a) if a.kind == Kind::Symlink);
+                reply_attr(reply, result);
+                if symlink && self.cache_symlinks {
+                    // The kernel's copy of the target goes, so the next
+                    // readlink reaches memfs and sets the atime by the new
+                    // times (relatime), as on tmpfs. Queued: a page-cache
+                    // notification is never sent from a handler.
+                    self.invalidator.drop_cached(ino.0, 0, 0);
+                }
+            }
         }
     }
 

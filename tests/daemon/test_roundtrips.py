@@ -9,9 +9,11 @@ one-request create returns is the kind of open an OPEN would have given.
 import errno
 import os
 import subprocess
+import time
 
 import pytest
 
+from conformance.helpers import utimensat
 from pager.helpers import io_stats, memfs, require_root_and_memfs, settle
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("root_and_memfs")]
@@ -153,3 +155,55 @@ def test_ls_l_asks_each_file_for_nothing_the_kernel_could_not_keep():
         subprocess.run(["ls", "-l", d], check=True, capture_output=True)
         seen = requests_of(mnt, lambda: subprocess.run(["ls", "-l", d], check=True, capture_output=True))
         assert seen.get("getxattr", 0) <= 3, seen
+
+
+def make_symlink(mnt):
+    """A directory, a file in it, and a symlink to the directory."""
+    os.makedirs(os.path.join(mnt, "real", "sub"))
+    with open(os.path.join(mnt, "real", "sub", "f"), "w"):
+        pass
+    link = os.path.join(mnt, "link")
+    os.symlink("real", link)
+    return link
+
+
+def test_a_symlink_target_is_asked_for_once_then_kept_by_the_kernel():
+    # FUSE_CACHE_SYMLINKS: walks through a symlink and readlinks after the
+    # first cost no READLINK round trip.
+    with memfs("size=64M") as mnt:
+        link = make_symlink(mnt)
+
+        def use():
+            for _ in range(20):
+                assert os.readlink(link) == "real"
+                assert os.stat(os.path.join(link, "sub", "f")).st_size == 0
+        assert requests_of(mnt, use).get("readlink") == 1
+
+
+def test_setting_a_kept_symlinks_times_lets_the_next_readlink_set_its_atime():
+    # relatime, as tmpfs: an atime set older than the mtime is updated by
+    # the next readlink. The target the kernel kept is dropped by the
+    # setattr (a queued notification), so that readlink reaches memfs.
+    with memfs("size=64M") as mnt:
+        link = make_symlink(mnt)
+        os.readlink(link)
+        os.readlink(link)  # kept now
+        utimensat(link, 10**18, "now", follow=False)
+        before = time.time_ns()
+        deadline = time.monotonic() + 5
+        while os.lstat(link).st_atime_ns == 10**18 and time.monotonic() < deadline:
+            assert os.readlink(link) == "real"
+            time.sleep(0.001)
+        assert os.lstat(link).st_atime_ns >= before - 10**7
+
+
+def test_a_strictatime_mount_sees_every_readlink():
+    # strictatime: every readlink sets the atime, so every one reaches memfs.
+    with memfs("size=64M,strictatime") as mnt:
+        link = make_symlink(mnt)
+        seen = requests_of(mnt, lambda: [os.readlink(link) for _ in range(5)])
+        assert seen.get("readlink") == 5, seen
+        first = os.lstat(link).st_atime_ns
+        time.sleep(0.02)
+        os.readlink(link)
+        assert os.lstat(link).st_atime_ns > first
