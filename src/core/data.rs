@@ -72,6 +72,11 @@ impl Slot {
 
     /// A page loaded ahead of a sequential reader: its first read is the
     /// one it was loaded for, and does not count as a reference.
+    /// A page a write made (new, or grown): [`WRITTEN`].
+    fn written(bytes: PageBuf) -> Slot {
+        Slot::Ram { bytes, refd: AtomicU8::new(WRITTEN) }
+    }
+
     fn prefetched(bytes: PageBuf) -> Slot {
         Slot::Ram { bytes, refd: AtomicU8::new(PREFETCHED) }
     }
@@ -103,6 +108,45 @@ impl Slot {
 pub const UNREFERENCED: u8 = 0;
 pub const REFERENCED: u8 = 1;
 pub const PREFETCHED: u8 = 2;
+/// Made by a write and not read since. The pager evicts it as unread, not
+/// remembered in the ghost: a file written and then read once in order
+/// (`cp`, then `tar c`) no longer finds its pages "evicted too early" and
+/// takes them straight to the protected queue, over the hot set. A read
+/// makes it [`REFERENCED`]; a rewrite in place leaves it so (the boundary
+/// page of a writer whose chunks do not divide a page is written twice).
+pub const WRITTEN: u8 = 3;
+
+/// What [`FileData::note_read`] found of a read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadSeen {
+    /// It continued the last read (a sequential reader).
+    pub sequential: bool,
+    /// It starts inside the page the last read ended in. That page's touch
+    /// was the last read's: counted again, every page of a sequential pass
+    /// in records that do not divide a page (`tar`'s 10 KiB through direct
+    /// I/O, `cache=metadata`) was a page read twice, so taken for hot, and
+    /// one `tar c` flooded the protected queue and pushed the hot set out.
+    pub same_page: bool,
+}
+
+/// Which resident pages a read counts (hits, reference bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Count {
+    All,
+    /// All but the read's first page ([`ReadSeen::same_page`]).
+    AfterFirst,
+    None,
+}
+
+impl Count {
+    fn counts(self, idx: u64, first: u64) -> bool {
+        match self {
+            Count::All => true,
+            Count::AfterFirst => idx != first,
+            Count::None => false,
+        }
+    }
+}
 
 /// A read touched a resident page: referenced, unless this is the read a
 /// prefetched page was loaded for.
@@ -595,18 +639,22 @@ impl FileData {
         true
     }
 
-    /// Note a read of `[off, off+len)`; whether it continued the last one
+    /// Note a read of `[off, off+len)`: whether it continued the last one
     /// (a sequential reader, worth reading ahead for, and whose misses
-    /// make pages resident at once: pager/admit.rs). Continuing: starting
+    /// make pages resident at once: pager/admit.rs), and whether it starts
+    /// inside the page where the last one ended. Continuing: starting
     /// within [`SEQ_WINDOW`] pages of where the last read ended, either
     /// way (the kernel's readahead requests reach several workers and may
     /// be served out of order), or at the start of the file (as the
     /// kernel's readahead takes a read at offset 0).
-    pub fn note_read(&self, off: u64, len: usize) -> bool {
-        let Some(h) = self.home() else { return false };
+    pub fn note_read(&self, off: u64, len: usize) -> ReadSeen {
+        let Some(h) = self.home() else { return ReadSeen::default() };
         let end = (off + len as u64).div_ceil(PAGE_SIZE);
         let prev = h.next_read.swap(end, Ordering::Relaxed);
-        off == 0 || (prev != u64::MAX && page_of(off).abs_diff(prev) <= SEQ_WINDOW)
+        ReadSeen {
+            sequential: off == 0 || (prev != u64::MAX && page_of(off).abs_diff(prev) <= SEQ_WINDOW),
+            same_page: off % PAGE_SIZE != 0 && prev == page_of(off) + 1,
+        }
     }
 
     /// Load page `idx` if it is paged out, under the caller's lock (the
@@ -622,18 +670,25 @@ impl FileData {
     /// Read `len` bytes at `off` (the caller has clamped to the file size).
     /// `Err` lists the paged-out pages the read needs: load them first.
     pub fn read(&self, off: u64, len: usize) -> Result<Vec<u8>, Vec<(u64, Cold)>> {
-        self.read_counted(off, len, true)
+        self.read_seen(off, len, ReadSeen::default())
     }
 
-    /// `read`; `count`: count pager hits and set reference bits (not for
-    /// pages this very request just loaded: those were misses).
-    fn read_counted(&self, off: u64, len: usize, count: bool) -> Result<Vec<u8>, Vec<(u64, Cold)>> {
+    /// [`FileData::read`] of a read [`FileData::note_read`] said `seen` of.
+    pub fn read_seen(&self, off: u64, len: usize, seen: ReadSeen) -> Result<Vec<u8>, Vec<(u64, Cold)>> {
+        self.read_counted(off, len, if seen.same_page { Count::AfterFirst } else { Count::All })
+    }
+
+    /// `read`; `count`: which resident pages count as pager hits and get
+    /// their reference bit (none of those this very request just loaded:
+    /// those were misses).
+    fn read_counted(&self, off: u64, len: usize, count: Count) -> Result<Vec<u8>, Vec<(u64, Cold)>> {
         let mut out = vec![0u8; len];
         let mut cold = vec![];
         let mut hits = 0;
+        let first = page_of(off);
         self.visit(off, len, &mut |idx, page| match page {
             Slot::Ram { bytes, refd } => {
-                if self.home().is_some() && count {
+                if self.home().is_some() && count.counts(idx, first) {
                     touch(refd);
                     hits += 1;
                 }
@@ -700,16 +755,20 @@ impl FileData {
         &self,
         off: u64,
         len: usize,
+        seen: ReadSeen,
         cold: &[(u64, Cold)],
         loaded: &[Result<PageBuf, Fault>],
     ) -> Result<Vec<u8>, Option<Fault>> {
         let mut out = vec![0u8; len];
         let mut failed = None;
         let mut hits = 0;
+        let first = page_of(off);
         self.visit(off, len, &mut |idx, page| match page {
             Slot::Ram { bytes, refd } => {
-                touch(refd);
-                hits += 1;
+                if !(seen.same_page && idx == first) {
+                    touch(refd);
+                    hits += 1;
+                }
                 copy_out(&mut out, off, idx, bytes);
             }
             Slot::Unwritten => {}
@@ -751,7 +810,7 @@ impl FileData {
         for idx in idxs {
             self.make_resident(idx)?;
         }
-        self.read_counted(off, len, false).map_err(|_| PageError)
+        self.read_counted(off, len, Count::None).map_err(|_| PageError)
     }
 
     /// Whether `n` more bytes of RAM fit under the pager's ceiling.
@@ -820,7 +879,7 @@ impl FileData {
                         b[in_page..in_page + n].copy_from_slice(chunk);
                         b
                     };
-                    self.insert(idx, Slot::ram(page));
+                    self.insert(idx, Slot::written(page));
                 }
             }
             w.bytes += n;
@@ -835,7 +894,8 @@ impl FileData {
         if let Some(Slot::Ram { bytes, refd }) = self.get_mut(idx) {
             if bytes.len() >= end {
                 bytes[in_page..end].copy_from_slice(chunk);
-                refd.store(REFERENCED, Ordering::Relaxed);
+                let _ =
+                    refd.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| (r != WRITTEN).then_some(REFERENCED));
                 return;
             }
         }
@@ -844,7 +904,13 @@ impl FileData {
             grown[..bytes.len()].copy_from_slice(bytes);
         }
         grown[in_page..end].copy_from_slice(chunk);
-        self.replace(idx, Slot::ram(grown));
+        // Grown from nothing (a hole, an unwritten page) or from a page a
+        // write made and nothing read: still only written.
+        let made = match self.get(idx) {
+            Some(Slot::Ram { refd, .. }) => refd.load(Ordering::Relaxed) == WRITTEN,
+            _ => true,
+        };
+        self.replace(idx, if made { Slot::written(grown) } else { Slot::ram(grown) });
     }
 
     /// Cut the file to `size` bytes: drop pages past it and zero the tail of
@@ -1014,7 +1080,7 @@ impl FileData {
                 REFERENCED => Err(new),
                 r => {
                     self.replace(idx, new);
-                    Ok(r == PREFETCHED)
+                    Ok(r == PREFETCHED || r == WRITTEN)
                 }
             },
             _ => Err(new),

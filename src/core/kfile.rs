@@ -614,7 +614,7 @@ impl Fs {
         let range = |len: u64| (off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE));
         let data = lock.read();
         let len = n(&inode.meta());
-        let sequential = data.note_read(off, len as usize);
+        let sequential = data.note_read(off, len as usize).sequential;
         let (from, to) = range(len);
         let cold = data.cold_between(from, to);
         if cold.is_empty() {

@@ -85,8 +85,9 @@ impl Fs {
         let mut n = len(&m);
         self.read_accessed(&mut m);
         drop(m);
-        let sequential = data.note_read(off, n);
-        let mut cold = match data.read(off, n) {
+        let seen = data.note_read(off, n);
+        let sequential = seen.sequential;
+        let mut cold = match data.read_seen(off, n, seen) {
             Ok(bytes) => return Ok(bytes),
             Err(cold) => cold,
         };
@@ -108,7 +109,7 @@ impl Fs {
                 return self.kread(&inode, off, size);
             }
             n = len(&inode.meta());
-            match data.read_through(off, n, &cold, &pages) {
+            match data.read_through(off, n, seen, &cold, &pages) {
                 Ok(bytes) => {
                     p.read_through(pages.len() as u64);
                     return Ok(bytes);
@@ -119,7 +120,7 @@ impl Fs {
                 }
                 Err(None) => {} // paged out again meanwhile: the usual way
             }
-            cold = match data.read(off, n) {
+            cold = match data.read_seen(off, n, seen) {
                 Ok(bytes) => return Ok(bytes),
                 Err(cold) => cold,
             };

@@ -49,7 +49,13 @@
 //! a sequential reader that leaves before the reader reaches it was never
 //! used and is not remembered (`Verdict::Unread`: over io_uring, where
 //! readahead and reclaim interleave, remembering such pages took a scan's
-//! pages to main and flushed the hot set). Compressed pages are written back oldest first once the
+//! pages to main and flushed the hot set); nor is a page a write made that
+//! leaves before anything reads it (`WRITTEN` in core/data.rs: a file
+//! written, then read once in order, is a scan too). A read that starts
+//! inside the page the last read of the file ended in does not reference
+//! that page again (`ReadSeen::same_page`): a pass in records that do not
+//! divide a page (`tar`'s 10 KiB, through direct I/O) reads each page once.
+//! Compressed pages are written back oldest first once the
 //! compressed tier holds more than half the ceiling ([`ZIP_SHARE_PCT`]).
 //!
 //! ## Page-ins: a random reader's first miss reads through (admit.rs)
