@@ -72,7 +72,7 @@ impl Slot {
 
     /// A page loaded ahead of a sequential reader: its first read is the
     /// one it was loaded for, and does not count as a reference.
-    /// A page a write made (new, or grown): [`WRITTEN`].
+    /// A page a write made: [`WRITTEN`].
     fn written(bytes: PageBuf) -> Slot {
         Slot::Ram { bytes, refd: AtomicU8::new(WRITTEN) }
     }
@@ -108,12 +108,10 @@ impl Slot {
 pub const UNREFERENCED: u8 = 0;
 pub const REFERENCED: u8 = 1;
 pub const PREFETCHED: u8 = 2;
-/// Made by a write and not read since. The pager evicts it as unread, not
-/// remembered in the ghost: a file written and then read once in order
-/// (`cp`, then `tar c`) no longer finds its pages "evicted too early" and
-/// takes them straight to the protected queue, over the hot set. A read
-/// makes it [`REFERENCED`]; a rewrite in place leaves it so (the boundary
-/// page of a writer whose chunks do not divide a page is written twice).
+/// Made by a write, not read since. Such a page that leaves RAM is
+/// remembered in the ghost as only written (`Verdict::Written`): a
+/// sequential reader that then reads it (`cp`, then `tar c`) is a scan and
+/// does not take it to main; a random reader does, as for any page.
 pub const WRITTEN: u8 = 3;
 
 /// What [`FileData::note_read`] found of a read.
@@ -894,8 +892,7 @@ impl FileData {
         if let Some(Slot::Ram { bytes, refd }) = self.get_mut(idx) {
             if bytes.len() >= end {
                 bytes[in_page..end].copy_from_slice(chunk);
-                let _ =
-                    refd.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| (r != WRITTEN).then_some(REFERENCED));
+                refd.store(REFERENCED, Ordering::Relaxed);
                 return;
             }
         }
@@ -904,13 +901,7 @@ impl FileData {
             grown[..bytes.len()].copy_from_slice(bytes);
         }
         grown[in_page..end].copy_from_slice(chunk);
-        // Grown from nothing (a hole, an unwritten page) or from a page a
-        // write made and nothing read: still only written.
-        let made = match self.get(idx) {
-            Some(Slot::Ram { refd, .. }) => refd.load(Ordering::Relaxed) == WRITTEN,
-            _ => true,
-        };
-        self.replace(idx, if made { Slot::written(grown) } else { Slot::ram(grown) });
+        self.replace(idx, Slot::ram(grown));
     }
 
     /// Cut the file to `size` bytes: drop pages past it and zero the tail of
@@ -1073,14 +1064,15 @@ impl FileData {
 
     /// Replace resident page `idx` by `new` if it still holds exactly `copy`
     /// and was not referenced meanwhile; otherwise give `new` back. `Ok`
-    /// says whether the page left unread (loaded ahead, never asked for).
-    pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot) -> Result<bool, Slot> {
+    /// says what the page was when it left: [`UNREFERENCED`],
+    /// [`PREFETCHED`] (loaded ahead, never asked for) or [`WRITTEN`].
+    pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot) -> Result<u8, Slot> {
         match self.get(idx) {
             Some(Slot::Ram { bytes, refd }) if **bytes == *copy => match refd.load(Ordering::Relaxed) {
                 REFERENCED => Err(new),
                 r => {
                     self.replace(idx, new);
-                    Ok(r == PREFETCHED || r == WRITTEN)
+                    Ok(r)
                 }
             },
             _ => Err(new),

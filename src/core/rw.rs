@@ -134,6 +134,7 @@ impl Fs {
                 let next = (off + n as u64).div_ceil(PAGE_SIZE);
                 cold.extend(data.cold_between(next, next.saturating_add(ahead as u64)));
             }
+            p.sequential_page_in(ino, cold.iter().map(|(i, _)| *i));
         }
         // Paged-out pages: load them with no lock held, then install them
         // and read under the write lock, so they cannot leave in between.

@@ -49,9 +49,11 @@
 //! a sequential reader that leaves before the reader reaches it was never
 //! used and is not remembered (`Verdict::Unread`: over io_uring, where
 //! readahead and reclaim interleave, remembering such pages took a scan's
-//! pages to main and flushed the hot set); nor is a page a write made that
-//! leaves before anything reads it (`WRITTEN` in core/data.rs: a file
-//! written, then read once in order, is a scan too). A read that starts
+//! pages to main and flushed the hot set). A page a write made that leaves
+//! unread is remembered as only written (`Verdict::Written`), and a
+//! sequential reader's page-in forgets such entries first: a file written,
+//! then read once in order, is a scan too, while a random reader's second
+//! miss on it still goes to main. A read that starts
 //! inside the page the last read of the file ended in does not reference
 //! that page again (`ReadSeen::same_page`): a pass in records that do not
 //! divide a page (`tar`'s 10 KiB, through direct I/O) reads each page once.
@@ -775,6 +777,18 @@ impl Pager {
             bump(&self.c.evictions, 1);
         }
         self.policy.lock().report(id, from, verdict);
+    }
+
+    /// A sequential reader of `ino` is about to bring pages `idxs` back:
+    /// those that left RAM only written join small, not main (policy.rs).
+    pub(crate) fn sequential_page_in(&self, ino: Ino, idxs: impl IntoIterator<Item = u64>) {
+        self.policy.lock().forget_written(idxs.into_iter().map(|idx| PageId { ino, idx }));
+    }
+
+    /// Whether `id` is queued in the policy's main queue (tests).
+    #[cfg(test)]
+    pub(crate) fn in_main(&self, id: PageId) -> bool {
+        self.policy.lock().in_main(id)
     }
 
     /// Whether the policy remembers `id` as evicted too early (tests).
