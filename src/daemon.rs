@@ -196,14 +196,14 @@ fn same_kind(a: &MountOption, b: &MountOption) -> bool {
 /// the mount is live, or the error that prevented it.
 fn serve(mountpoint: &Path, opts: &MountOptions, given: &str, status: Option<File>) -> Result<(), String> {
     let foreground = status.is_none();
-    let session = match (mount_session(mountpoint, opts, given), status) {
-        (Ok(session), Some(mut status)) => {
+    let (session, pager) = match (mount_session(mountpoint, opts, given), status) {
+        (Ok(mounted), Some(mut status)) => {
             status.write_all(b"ok\n").map_err(|e| format!("cannot report to the starting process: {e}"))?;
             drop(status);
             detach_stdio();
-            session
+            mounted
         }
-        (Ok(session), None) => session,
+        (Ok(mounted), None) => mounted,
         (Err(e), Some(mut status)) => {
             let _ = writeln!(status, "error: {e}");
             return Err(e);
@@ -214,6 +214,13 @@ fn serve(mountpoint: &Path, opts: &MountOptions, given: &str, status: Option<Fil
     let ours = crate::remount::memfs_device_at(mountpoint);
     let _ = std::env::set_current_dir("/");
     let result = session.run();
+    // Nothing of the data stays readable in the store once the mount is
+    // gone (an unnamed file goes with this process; a device is zeroed).
+    if let Some(store) = pager.as_deref().and_then(Pager::backing) {
+        if let Err(e) = store.wipe() {
+            log::warn!("memfs {}: could not zero the backing device: {e}", mountpoint.display());
+        }
+    }
     // Only after an abort: a plain umount ends the session too, and by then
     // another memfs may be mounted there with our device number again.
     if result.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::ECONNABORTED)) {
@@ -245,7 +252,10 @@ fn detach_if_left(mountpoint: &Path, ours: Option<String>) {
 }
 
 /// Mount, with the stop signals routed to a thread that unmounts.
-fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<Session<Counted<MemFs>>, String> {
+/// The live session, and the pager whose store is wiped when it ends.
+type Mounted = (Session<Counted<MemFs>>, Option<Arc<Pager>>);
+
+fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<Mounted, String> {
     let set = stop_signals();
     // SAFETY: blocks the stop signals in this thread; threads created later inherit the mask.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
@@ -256,6 +266,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     unsafe { libc::signal(libc::SIGIO, libc::SIG_IGN) };
     check_uring(opts)?;
     let pager = opts.pager_config()?.map(|cfg| Arc::new(Pager::new(cfg)));
+    let store = pager.clone();
     if let Some(p) = &pager {
         // This process serves one mount: the arenas' free space in RAM is
         // this pager's, counted under ram= (core/pager/mod.rs).
@@ -417,7 +428,7 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
             }
         })
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
-    Ok(session)
+    Ok((session, store))
 }
 
 /// Where large files keep their bytes for passthrough (`passthrough=`,

@@ -56,6 +56,13 @@ pub trait BackingIo: Send + Sync + std::fmt::Debug {
         let _ = (from, to);
         Err(io::ErrorKind::Unsupported.into())
     }
+    /// The store is done with (the mount ended): make the bytes it wrote
+    /// below `to` unreadable. A file does nothing (an unnamed file goes
+    /// with its last descriptor); a device zeroes them.
+    fn wipe(&self, to: u64) -> io::Result<()> {
+        let _ = to;
+        Ok(())
+    }
     /// Bytes the store could still grow by: its file system's free space
     /// for a file; `None` where that is not the bound (a device).
     fn fs_room(&self) -> Option<u64> {
@@ -90,6 +97,22 @@ struct FileIo(File, bool);
 
 /// The block layer's discard request (linux/fs.h: `_IO(0x12, 119)`).
 const BLKDISCARD: libc::c_ulong = 0x1277;
+/// The block layer's "make this range read as zeros" (linux/fs.h:
+/// `_IO(0x12, 127)`): a write-zeroes command where the device has one (a
+/// loop device punches its file), zero pages written otherwise.
+const BLKZEROOUT: libc::c_ulong = 0x127f;
+
+/// One of the block layer's range ioctls on `file` over `[from, to)`.
+fn block_range(file: &File, request: libc::c_ulong, from: u64, to: u64) -> io::Result<()> {
+    let range = [from, to - from];
+    // SAFETY: BLKDISCARD and BLKZEROOUT read two u64 (start, length) from
+    // the pointer, which points to such an array that outlives the call.
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), request, range.as_ptr()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 impl BackingIo for FileIo {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
@@ -115,14 +138,14 @@ impl BackingIo for FileIo {
         if !self.1 {
             return self.0.set_len(from);
         }
-        let range = [from, to - from];
-        // SAFETY: BLKDISCARD reads two u64 (start, length) from the pointer,
-        // which points to such an array that outlives the call.
-        let r = unsafe { libc::ioctl(self.0.as_raw_fd(), BLKDISCARD, range.as_ptr()) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
+        block_range(&self.0, BLKDISCARD, from, to)
+    }
+    fn wipe(&self, to: u64) -> io::Result<()> {
+        if !self.1 || to == 0 {
+            return Ok(());
         }
-        Ok(())
+        // A discard need not make a device read zeros: zero it out.
+        block_range(&self.0, BLKZEROOUT, 0, to)
     }
     fn punch(&self, from: u64, to: u64) -> io::Result<()> {
         if self.1 {
@@ -215,6 +238,11 @@ struct Slots {
     /// How far the store may hold bytes: `high` at its highest since the
     /// last release.
     extent: u32,
+    /// `high` at its highest ever: how far the mount may have written
+    /// (a released range of a device may still hold what it held).
+    peak: u32,
+    /// The mount ended and the store was wiped: no page goes there again.
+    wiped: bool,
     in_use: u64,
     /// Releases are not tried again: the store cannot (a device without
     /// discard), or [`RELEASE_TRIES`] failed in a row.
@@ -415,6 +443,18 @@ impl Backing {
         &self.describe
     }
 
+    /// The mount ended: make what the store ever held unreadable (a
+    /// device is zeroed up to the highest slot it was written at; an
+    /// unnamed file goes with the process). After this nothing is stored.
+    pub fn wipe(&self) -> io::Result<()> {
+        let peak = {
+            let mut s = self.slots.lock();
+            s.wiped = true;
+            s.peak
+        };
+        self.io.wipe(u64::from(peak) * PAGE_SIZE)
+    }
+
     /// Slots in use.
     pub fn used(&self) -> u64 {
         self.slots.lock().in_use
@@ -429,7 +469,7 @@ impl Backing {
     /// (else the store grows by it).
     fn alloc(&self) -> io::Result<(u32, bool)> {
         let mut s = self.slots.lock();
-        if s.in_use >= self.max_in_use() {
+        if s.in_use >= self.max_in_use() || s.wiped {
             return Err(io::Error::from_raw_os_error(libc::ENOSPC)); // not latched: frees make room
         }
         let slot = loop {
@@ -450,6 +490,7 @@ impl Backing {
             }
             s.high += 1;
             s.extent = s.extent.max(s.high);
+            s.peak = s.peak.max(s.high);
             break s.high - 1;
         };
         s.in_use += 1;
