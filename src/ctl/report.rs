@@ -427,8 +427,25 @@ pub fn watch_header() -> String {
     let _ = write!(out, " {:>7} {:>7}", "rdB/s", "wrB/s");
     // `ram` is what the ceiling bounds, as `memfs stat` shows it (pages,
     // compressed pages and their overhead); `resid` the resident pages.
-    let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}", "ram", "resid", "zip", "bkstore", "pgin/s", "pgout/s");
+    // `hit%`: of the reads that reached the pager in the interval, the
+    // share that found their pages resident (as arcstat's `hit%`).
+    let _ = write!(
+        out,
+        " {:>7} {:>7} {:>7} {:>7} {:>5} {:>7} {:>7} {:>7}",
+        "ram", "resid", "zip", "bkstore", "hit%", "pgin/s", "pgout/s", "evict/s"
+    );
     out
+}
+
+/// The share of the interval's pager lookups that hit, in percent; "-"
+/// when nothing reached the pager.
+fn hit_pct(prev: &BTreeMap<String, u64>, cur: &BTreeMap<String, u64>) -> String {
+    let d = |key: &str| get(cur, key).saturating_sub(get(prev, key));
+    let (hits, misses) = (d("hits_total"), d("misses_total"));
+    match hits + misses {
+        0 => "-".into(),
+        n => format!("{}", (hits * 100 + n / 2) / n),
+    }
 }
 
 fn op_count(s: &Sample, names: &[&str]) -> u64 {
@@ -457,18 +474,20 @@ pub fn watch_row(prev: &Sample, cur: &Sample, clock: &str) -> String {
     // The pager's tiers (arcstat-like); "-" on a mount without ram=.
     let p = &cur.pager;
     if get(p, "ram_limit_bytes") == 0 {
-        let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}", "-", "-", "-", "-", "-", "-");
+        let _ = write!(out, " {:>7} {:>7} {:>7} {:>7} {:>5} {:>7} {:>7} {:>7}", "-", "-", "-", "-", "-", "-", "-", "-");
     } else {
         let pages = |key: &str| rate(get(&prev.pager, key), get(p, key));
         let _ = write!(
             out,
-            " {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+            " {:>7} {:>7} {:>7} {:>7} {:>5} {:>7} {:>7} {:>7}",
             human_bytes(get(p, "ram_bytes") + get(p, "overhead_bytes")),
             human_bytes(get(p, "resident_bytes")),
             human_bytes(get(p, "compressed_bytes")),
             human_bytes(get(p, "backing_bytes")),
+            hit_pct(&prev.pager, p),
             pages("page_ins_total"),
-            pages("page_outs_total")
+            pages("page_outs_total"),
+            pages("evictions_total")
         );
     }
     out
@@ -555,7 +574,14 @@ mod tests {
         let mut s2 = s.clone();
         s2.pager = parse_keys("pager", keys).unwrap();
         let mut later2 = later.clone();
-        later2.pager = parse_keys("pager", &keys.replace("page_ins_total: 10", "page_ins_total: 30")).unwrap();
+        later2.pager = parse_keys(
+            "pager",
+            &keys
+                .replace("page_ins_total: 10", "page_ins_total: 30\nevictions_total: 8")
+                .replace("hits_total: 30", "hits_total: 90")
+                .replace("misses_total: 10", "misses_total: 30"),
+        )
+        .unwrap();
         let t = table(&s2, "/mnt/x");
         assert!(
             t.contains("ram 4.0M of 8.0M (50%; overhead 1.0M)") && t.contains("(4.00x)") && t.contains("hits 30 (75%)"),
@@ -566,6 +592,11 @@ mod tests {
         let cols: Vec<&str> = row.split_whitespace().collect();
         let col = |name: &str| cols[header.iter().position(|h| h == name).unwrap()];
         assert_eq!((col("ram"), col("resid"), col("zip"), col("pgin/s")), ("4.0M", "2.0M", "1.0M", "10"));
+        // Of the 80 lookups in the interval, 60 hit; 8 evictions in 2 s.
+        assert_eq!((col("hit%"), col("evict/s")), ("75", "4"));
+        let idle = watch_row(&s2, &s2, "12:00:00");
+        let cols: Vec<&str> = idle.split_whitespace().collect();
+        assert_eq!(cols[header.iter().position(|h| h == "hit%").unwrap()], "-");
     }
 
     #[test]
