@@ -484,6 +484,8 @@ fn set_live(ctl: &Path, live: &[(&'static str, String)]) -> Result<Vec<(&'static
                 "a node that does not exist or has no memory".to_string()
             } else if e.raw_os_error() == Some(libc::EINVAL) && (*name == "compress" || *name == "readahead") {
                 "this memfs has no pager (mounted without ram= or swappct=)".to_string()
+            } else if e.raw_os_error() == Some(libc::EINVAL) && *name == "ram" {
+                least_ram(ctl)
             } else if e.raw_os_error() == Some(libc::EINVAL) && *name != "poll_us" {
                 "below what is in use now, or out of range".to_string()
             } else {
@@ -494,6 +496,23 @@ fn set_live(ctl: &Path, live: &[(&'static str, String)]) -> Result<Vec<(&'static
         applied.push((*name, old.trim().to_string()));
     }
     Ok(applied)
+}
+
+/// Why a live `ram=` was refused: the least the mount takes now, read from
+/// its `stats/pager` (beside `opts`, which is `ctl`) after the refusal (`ram_least_bytes`).
+fn least_ram(ctl: &Path) -> String {
+    let stats = ctl.parent().unwrap_or(ctl).join("stats/pager");
+    let least = std::fs::read_to_string(stats).ok().and_then(|s| {
+        s.lines().find_map(|l| l.strip_prefix("ram_least_bytes:").and_then(|v| v.trim().parse::<u64>().ok()))
+    });
+    match least {
+        Some(n) => format!(
+            "the least this mount takes now is {} (the index of the pages on its backing store, or without \
+             one its file data compressed as far as it goes, must fit under the ceiling; at least 64k)",
+            crate::ctl::report::human_bytes(n)
+        ),
+        None => "below what is in use now, or out of range".to_string(),
+    }
 }
 
 fn restore(ctl: &Path, applied: &[(&'static str, String)]) {

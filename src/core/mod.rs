@@ -556,9 +556,16 @@ impl Fs {
         p.set_limit(bytes);
         self.make_room(0);
         if bytes > 0 && p.backing().is_none() && p.charged_bytes() > bytes {
+            p.note_refused(Some(p.charged_bytes()));
             p.set_limit(was);
             return Err(FsError::Invalid);
         }
+        p.note_refused(None);
+        // What one round could not move (its budget spent on pages that
+        // were compressed, not freed) the background reclaimer goes on with:
+        // without this wake it waited for the next page to arrive, and an
+        // idle mount stayed at 108% of a lowered ceiling for good.
+        p.check_pressure();
         Ok(())
     }
 

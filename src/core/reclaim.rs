@@ -503,7 +503,7 @@ mod tests {
     use super::super::pager::backing::tests::MemIo;
     use super::super::pager::backing::Backing;
     use super::super::pager::codec::Codec;
-    use super::super::pager::PagerConfig;
+    use super::super::pager::{PagerConfig, MIN_CEILING};
     use super::super::{Caller, FsConfig, ROOT_INO};
     use super::*;
     use std::sync::atomic::Ordering as O;
@@ -874,6 +874,12 @@ mod tests {
         assert_eq!(Pager::store_bound(16 * PAGE), 455);
         assert_eq!(fs.set_ram_limit(16 * PAGE), Err(FsError::Invalid));
         assert_eq!(fs.pager.as_ref().unwrap().limit(), 64 * PAGE, "the ceiling as it was");
+        // The least it takes, as stats/pager says: 600 x 72 bytes at half
+        // the ceiling is 86,400 bytes, 22 pages; 21 pages are refused.
+        let least = fs.pager_stats().unwrap().ram_least_bytes;
+        assert_eq!(least, 22 * PAGE);
+        assert_eq!(fs.set_ram_limit(least - PAGE), Err(FsError::Invalid));
+        assert_eq!(fs.set_ram_limit(least), Ok(()));
         assert_eq!(fs.set_ram_limit(32 * PAGE), Ok(()));
         assert_eq!(fs.set_ram_limit(0), Ok(()), "no ceiling: nothing to index under");
         // No store: 40 pages of bytes that do not compress under 64.
@@ -892,8 +898,15 @@ mod tests {
             .collect();
         assert_eq!(fs.write(b, 0, &noise, &ME), Ok(noise.len()));
         assert_eq!(pager.room_pages(), Some(24), "what is left under the ceiling, nothing compressed");
+        assert_eq!(pager.least_limit(), MIN_CEILING, "nothing refused yet: only the floor");
         assert_eq!(fs.set_ram_limit(16 * PAGE), Err(FsError::Invalid));
         assert_eq!(pager.limit(), 64 * PAGE);
+        // What the pages that do not compress hold is the least it takes.
+        assert_eq!(pager.least_limit(), 40 * PAGE);
+        assert_eq!(fs.set_ram_limit(39 * PAGE), Err(FsError::Invalid));
+        assert_eq!(fs.set_ram_limit(40 * PAGE), Ok(()));
+        assert_eq!(pager.least_limit(), MIN_CEILING, "an accepted change clears it");
+        assert_eq!(fs.set_ram_limit(64 * PAGE), Ok(()));
         assert_eq!(fs.read(b, 0, 40 * PAGE as u32).unwrap(), noise);
         // Bytes that compress: a lower ceiling is reached, and the room
         // counts what compressing the rest would free.

@@ -341,6 +341,15 @@ pub const PAGER: &[Scalar] = &[
         get: |v| v.pager.ram_limit_bytes,
     },
     Scalar {
+        key: "ram_least_bytes",
+        metric: "memfs_pager_ram_least_bytes",
+        kind: MetricType::Gauge,
+        help: "The least ceiling a live change of ram= takes now: what indexes the pages on the backing store \
+               (their index is kept in RAM, under the ceiling), or without a store what file data took \
+               compressed at the last refused change; at least 64k.",
+        get: |v| v.pager.ram_least_bytes,
+    },
+    Scalar {
         key: "ram_bytes",
         metric: "memfs_pager_ram_bytes",
         kind: MetricType::Gauge,

