@@ -9,10 +9,11 @@
 //! spirit: a memory file opened once since it was last paged out whole is
 //! on probation; one opened again is in use. Reclaim takes pages from the
 //! probation file used longest ago first, then asks S3-FIFO for heap
-//! pages, and only then takes from memory files in use (longest ago
+//! pages, then writes compressed pages back to the store (where there is
+//! one), and only then takes from memory files in use (longest ago
 //! first). No file a passthrough open holds is touched. So a one-pass scan
-//! of a large file pages out that file's own earlier pages, not the files
-//! in use. A paged-out page
+//! pages out its own earlier pages, not the files in use, and its pages
+//! do not stay in the compressed tier at their expense. A paged-out page
 //! of a memory file sits in the file's page map as a `Zip` or `Disk` slot
 //! (a hole in the memory file), exactly as a heap file's would, so write-
 //! back, checksums and stats are shared.

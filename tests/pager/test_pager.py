@@ -1285,6 +1285,43 @@ def hot_set_after_one_scan(scan_written, passthrough, uring):
 
 
 
+def test_hot_memory_files_survive_a_scan_of_smaller_files():
+    """A judge's walk (2026-12-06), `passthrough=auto` as root: a hot set of
+    memory files, half the ceiling, read through passthrough opens, and one
+    pass over many files written after them, each less than half the
+    ceiling. The scan's pages were compressed on their way out and the
+    compressed tier (up to half the ceiling) kept them in RAM while reclaim,
+    finding no heap pages, took the hot files' pages: 100% resident before
+    the scan, 40% after. Compressed pages now go to the store before a
+    memory file in use gives any (core/reclaim.rs)."""
+    rng, seed = seeded_rng("PAGER_SCAN_SEED")
+    pool = binary_pool(16 * MIB)
+    with scratch_dir() as back, memfs(f"size=256M,ram=8M,passthrough=on,backing={back}") as mnt:
+        hot = [os.path.join(mnt, f"hot{i}") for i in range(4)]  # 4 MiB: half the ceiling
+        hot_data = [mixed_bytes(rng, MIB) for _ in hot]
+        for path, data in zip(hot, hot_data):
+            with open(path, "wb") as f:
+                f.write(data)
+        for i in range(16):  # 32 MiB of programs and libraries, 2 MiB a file
+            with open(os.path.join(mnt, f"scan{i:02d}"), "wb") as f:
+                f.write(pool[i * MIB:i * MIB + 2 * MIB] if i < 15 else pool[-2 * MIB:])
+        for _ in range(3):
+            for path, data in zip(hot, hot_data):
+                assert read_whole(path) == data
+        before = sum(resident_pages(p) for p in hot)
+        for i in range(16):
+            read_whole(os.path.join(mnt, f"scan{i:02d}"))
+        after = sum(resident_pages(p) for p in hot)
+        s = pager_stats(mnt)
+        print(f"seed {seed}: hot files 1024 pages: {before} resident before the scan, {after} after; "
+              f"{stats_line(s)}")
+        assert before > 1024 * 3 // 4, f"the hot set never got into RAM: {before} of 1024; {stats_line(s)}"
+        assert after > before * 3 // 4, \
+            f"a scan of 32 MiB pushed the hot set out: {after} of {before} pages left; {stats_line(s)}"
+        for path, data in zip(hot, hot_data):
+            assert read_whole(path) == data
+
+
 def test_hot_set_survives_a_tar_of_files_written_after_it():
     """Found by a judge (2026-12-06), `cache=metadata`: direct I/O brings
     tar's 10 KiB records to memfs as they are, so every page a record

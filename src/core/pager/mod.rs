@@ -617,6 +617,12 @@ impl Pager {
         self.backing.is_some() && get(&self.c.zip_bytes) > 0 && self.policy.lock().next_is_main()
     }
 
+    /// Whether compressed pages should go to the backing store before a
+    /// memory file in use gives pages (core/reclaim.rs `make_room`).
+    pub(super) fn zip_before_kernel_in_use(&self) -> bool {
+        self.backing.is_some() && get(&self.c.zip_bytes) > 0
+    }
+
     /// RAM below which the background reclaimer stops (a sixteenth of the
     /// ceiling under it), and above which it is woken (a thirty-second).
     pub fn low_watermark(&self) -> u64 {
