@@ -206,6 +206,9 @@ struct Home {
     ino: Ino,
     /// The page after the last one read: a read starting there is sequential.
     next_read: AtomicU64,
+    /// The page after the last one written: a write starting inside the
+    /// page before it continues the last one in that page.
+    next_write: AtomicU64,
 }
 
 /// What a write did.
@@ -270,7 +273,8 @@ impl FileData {
     /// Account this file's pages to `pager` from now on (a new, empty file).
     pub fn attach(&mut self, pager: Arc<Pager>, ino: Ino) {
         debug_assert!(matches!(self.pages, Pages::Empty));
-        self.boxed().home = Some(Home { pager, ino, next_read: AtomicU64::new(u64::MAX) });
+        self.boxed().home =
+            Some(Home { pager, ino, next_read: AtomicU64::new(u64::MAX), next_write: AtomicU64::new(u64::MAX) });
     }
 
     /// The pages in their boxed form (made so if they are not).
@@ -821,6 +825,17 @@ impl FileData {
     /// RAM ceiling is reached (`ram_full`: make room, then write the rest).
     pub fn write(&mut self, off: u64, data: &[u8], charge: &mut dyn FnMut() -> bool) -> Written {
         let mut w = Written::default();
+        // A write that starts inside the page the file's last write ended
+        // in (an appending writer whose records do not divide a page: tar
+        // x's 10 KiB under `cache=metadata`) goes on making that page; it
+        // is not a use of it, as a read starting there is not
+        // ([`ReadSeen::same_page`]). Its page stays [`WRITTEN`].
+        let first = page_of(off);
+        let goes_on = self.home().is_some_and(|h| {
+            let end = (off + data.len() as u64).div_ceil(PAGE_SIZE);
+            let prev = h.next_write.swap(end, Ordering::Relaxed);
+            off % PAGE_SIZE != 0 && prev == first + 1
+        });
         while w.bytes < data.len() {
             let pos = off + w.bytes as u64;
             let idx = page_of(pos);
@@ -858,7 +873,7 @@ impl FileData {
                         w.ram_full = true;
                         break;
                     }
-                    self.write_into(idx, in_page, chunk, want);
+                    self.write_into(idx, in_page, chunk, want, goes_on && idx == first);
                 }
                 None => {
                     let len = if whole { PAGE } else { buffer_len(in_page + n) };
@@ -887,12 +902,18 @@ impl FileData {
 
     /// Copy `chunk` into present page `idx` at `in_page`, its buffer `want`
     /// bytes long (grown if needed; an unwritten page becomes data).
-    fn write_into(&mut self, idx: u64, in_page: usize, chunk: &[u8], want: usize) {
+    /// `goes_on`: the write continues the file's last one in this page: a
+    /// page only written so far stays [`WRITTEN`] (else a rewrite is a use).
+    fn write_into(&mut self, idx: u64, in_page: usize, chunk: &[u8], want: usize, goes_on: bool) {
         let end = in_page + chunk.len();
+        let mut written = false;
         if let Some(Slot::Ram { bytes, refd }) = self.get_mut(idx) {
+            written = goes_on && refd.load(Ordering::Relaxed) == WRITTEN;
             if bytes.len() >= end {
                 bytes[in_page..end].copy_from_slice(chunk);
-                refd.store(REFERENCED, Ordering::Relaxed);
+                if !written {
+                    refd.store(REFERENCED, Ordering::Relaxed);
+                }
                 return;
             }
         }
@@ -901,7 +922,7 @@ impl FileData {
             grown[..bytes.len()].copy_from_slice(bytes);
         }
         grown[in_page..end].copy_from_slice(chunk);
-        self.replace(idx, Slot::ram(grown));
+        self.replace(idx, if written { Slot::written(grown) } else { Slot::ram(grown) });
     }
 
     /// Cut the file to `size` bytes: drop pages past it and zero the tail of
@@ -1049,6 +1070,15 @@ impl FileData {
     // ---- for the pager's reclaim (core/reclaim.rs) ----
 
     /// Look at page `idx` as an eviction candidate.
+    /// The reference state of resident page `idx` (tests).
+    #[cfg(test)]
+    pub(crate) fn ref_state(&self, idx: u64) -> Option<u8> {
+        match self.get(idx) {
+            Some(Slot::Ram { refd, .. }) => Some(refd.load(Ordering::Relaxed)),
+            _ => None,
+        }
+    }
+
     pub fn evict_candidate(&self, idx: u64) -> EvictCandidate {
         match self.get(idx) {
             Some(Slot::Ram { bytes, refd }) if !bytes.is_empty() => {

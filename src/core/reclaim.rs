@@ -609,6 +609,31 @@ mod tests {
     }
 
     #[test]
+    fn a_write_in_records_that_do_not_divide_a_page_makes_each_page_once() {
+        // The write side of the case above: `tar x` under cache=metadata
+        // writes 10 KiB records as they are, so the page a record boundary
+        // falls in is written by two requests; the second made it an
+        // ordinary page (or a referenced one), no longer only written, so
+        // once it left RAM unread a later `tar c` took it for a page
+        // evicted too early and sent it to main (two pages in five).
+        let (fs, _pager, _io) = mount_with_ram(100, 16);
+        let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        let record = 10 * 1024;
+        for n in 0..4 {
+            assert_eq!(fs.write(a, n * record, &vec![7u8; record as usize], &ME), Ok(record as usize));
+        }
+        let inode = fs.file(a).unwrap();
+        for idx in 0..10 {
+            assert_eq!(content(&inode).read().ref_state(idx), Some(WRITTEN), "page {idx}");
+        }
+        // A writer's second look is one: a write elsewhere, then back.
+        fs.write(a, 9 * PAGE + 100, b"x", &ME).unwrap();
+        fs.write(a, 2 * PAGE + 100, b"y", &ME).unwrap();
+        assert!(matches!(content(&inode).read().evict_candidate(2), EvictCandidate::Referenced));
+        assert_eq!(fs.read(a, 2 * PAGE + 99, 3).unwrap(), vec![7, b'y', 7]);
+    }
+
+    #[test]
     fn pages_a_write_made_that_leave_unread_go_to_main_for_a_random_reader_only() {
         // A file written, then read once in order (cp, then tar c): its
         // pages, remembered as evicted too early, went straight to main
