@@ -287,7 +287,7 @@ impl Fs {
     }
 
     /// Regular file `ino` was opened for reading: counts toward keeping a
-    /// memory file in RAM. A file paged out whole from probation and opened
+    /// memory file in RAM (a heap file: [`FileData::note_open`]). A file paged out whole from probation and opened
     /// again within the pager's ghost window (as many pages as `main` may
     /// hold, policy.rs) is in use at once, as S3-FIFO's ghost sends a page
     /// straight to main: else a hot set a little larger than the room next
@@ -296,8 +296,10 @@ impl Fs {
     pub fn note_open(&self, ino: Ino) {
         let (evictions, window) = self.pager.as_deref().map_or((0, 0), |p| (p.evictions(), p.ghost_window()));
         if let Ok(inode) = self.file(ino) {
-            if let Some(f) = data_lock(&inode).read().kernel() {
-                f.opened(evictions, window);
+            let data = data_lock(&inode).read();
+            match data.kernel() {
+                Some(f) => f.opened(evictions, window),
+                None => data.note_open(), // a heap file: its pages (core/data.rs)
             }
         }
     }

@@ -257,7 +257,23 @@ fn reply_created(reply: ReplyCreate, result: Result<crate::core::Attr, FsError>,
 /// that answers OPEN: by its page-cache policy (core/cache.rs), and with
 /// passthrough where the policy is `all` and the mount has it.
 fn answer_open(fs: &Fs, passthrough: &Passthrough, ino: INodeNo, flags: i32, new: bool, reply: impl OpenReply) {
-    match fs.cache_policy(ino.0) {
+    let policy = fs.cache_policy(ino.0);
+    // The kernel's page cache (or passthrough) serves this open's reads
+    // unseen: the open is the use the pager sees (core: `Fs::note_open`).
+    // Only opens that may read count: a file written once and read once (a
+    // scan over what a copy just wrote) stays on probation, as its pages
+    // would in S3-FIFO's small queue; counting the writer's open made it
+    // look as used as the hot set, and the scan pushed the hot set out
+    // (case 2). Nor does the creating open (`new`), which makes the file,
+    // nor an O_NONBLOCK one, which only looks (passthrough.rs).
+    if !new
+        && matches!(policy, Ok(None | Some(CachePolicy::All)))
+        && flags & libc::O_ACCMODE != libc::O_WRONLY
+        && flags & libc::O_NONBLOCK == 0
+    {
+        fs.note_open(ino.0);
+    }
+    match policy {
         Ok(None | Some(CachePolicy::All)) if passthrough.enabled() => passthrough.open(fs, ino, flags, new, reply),
         Ok(None | Some(CachePolicy::All)) => reply.opened(FileHandle(0), cached_open_flags(fs, ino.0, flags, true)),
         Ok(Some(_)) => {

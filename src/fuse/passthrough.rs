@@ -259,14 +259,6 @@ impl Passthrough {
         let look_only = flags & libc::O_NONBLOCK != 0;
         // A write-only open reads nothing: the access time needs no arming.
         let reads = flags & libc::O_ACCMODE != libc::O_WRONLY;
-        // Only opens that may read count toward keeping a memory file in
-        // RAM: a file written once and read once (a scan over what a copy
-        // just wrote) stays on probation, as its pages would in S3-FIFO's
-        // small queue; counting the writer's open made it look as used as
-        // the hot set, and the scan pushed the hot set out (case 2).
-        if !look_only && reads {
-            fs.note_open(ino.0);
-        }
         // While an inode has passthrough opens, the kernel takes no other
         // kind (fs/fuse/iomode.c: EINVAL): every open shares its backing id.
         // (Access mode 3, which Linux takes for ioctls, neither reads nor
