@@ -99,13 +99,15 @@ pub fn where_line(path: &Path, t: [u64; 4]) -> String {
 /// when the files are more than the ceiling holds, since later ones push
 /// earlier ones out (a judge's walk: "primed N pages" of a tree twice the
 /// ceiling, most of them gone again). Empty when every page is resident.
+/// Compressed pages are in RAM too, only not as they are: said apart.
 pub fn resident_after_prime(now: [u64; 4]) -> String {
-    let [ram, _, _, all] = now;
+    let [ram, zip, disk, all] = now;
     if ram >= all {
         return String::new();
     }
     format!(
-        "; {ram} of its {all} pages ({}%, {}) in RAM now: the rest did not fit under the ceiling",
+        "; as it ended, of its {all} pages {ram} ({}%, {}) were resident, {zip} compressed and {disk} on the \
+         backing store: not all fit under the ceiling",
         (ram * 100).checked_div(all).unwrap_or(0),
         human_bytes(ram * PAGE)
     )
@@ -266,7 +268,8 @@ mod tests {
         assert_eq!(resident_after_prime([10, 0, 0, 10]), "", "all resident: nothing to add");
         assert_eq!(
             resident_after_prime([512, 100, 1436, 2048]),
-            "; 512 of its 2048 pages (25%, 2.0M) in RAM now: the rest did not fit under the ceiling"
+            "; as it ended, of its 2048 pages 512 (25%, 2.0M) were resident, 100 compressed and 1436 on the \
+             backing store: not all fit under the ceiling"
         );
         assert_eq!(resident_after_prime([0, 0, 0, 0]), "", "an empty file");
     }
