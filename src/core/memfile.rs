@@ -143,6 +143,9 @@ pub struct MemFile {
     /// When memfs last used the file (a tick of [`tick`]): the pager pages
     /// out the memory file used longest ago first.
     last_use: AtomicU64,
+    /// Where the pager's next page-out of this file starts
+    /// ([`MemFile::out_from`]).
+    out_from: AtomicU64,
     /// Opens since the file was last paged out whole (counted to 2): a
     /// file opened once is on probation and goes before those opened again
     /// (a one-pass scan must not push out files in use; core/kpager.rs).
@@ -480,6 +483,7 @@ impl KernelStore {
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
+            out_from: AtomicU64::new(0),
             fresh: AtomicBool::new(false),
             fallocated: AtomicBool::new(false),
             attached: Mutex::new(attached),
@@ -569,6 +573,19 @@ impl MemFile {
             Some(n.min(2))
         });
         self.touch();
+    }
+
+    /// The page reclaim's next page-out of this file starts from: where
+    /// the last one stopped, so that pages that cannot leave (they do not
+    /// compress and there is no store) are passed, not tried again first
+    /// each time (core/kpager.rs `evict_memory_file_pages`).
+    pub fn out_from(&self) -> u64 {
+        self.out_from.load(Ordering::Relaxed)
+    }
+
+    /// See [`MemFile::out_from`]; 0 starts from the front again.
+    pub fn set_out_from(&self, idx: u64) {
+        self.out_from.store(idx, Ordering::Relaxed);
     }
 
     /// Whether it was opened again since it was last paged out whole.
