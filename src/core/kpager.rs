@@ -659,7 +659,7 @@ mod tests {
         // nothing there, and the writer got ENOSPC with 3.3 MiB uncompressed.
         let (fs, pager) = mount_without_store(200);
         let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-        let mut bytes = super::super::reclaim::tests::noise(64 * P, 0x9e37_79b9_7f4a_7c15);
+        let mut bytes = super::super::pager::codec::noise(64 * P);
         bytes.extend(std::iter::repeat_n(5u8, 96 * P)); // 64 pages of noise, then 96 that compress
         assert_eq!(fs.write(a, 0, &bytes, &ME), Ok(bytes.len()));
         assert!(fs.in_kernel_file(a));

@@ -510,7 +510,7 @@ fn content(inode: &Inode) -> &RwLock<FileData> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::super::data::REFERENCED;
     use super::super::pager::backing::tests::MemIo;
     use super::super::pager::backing::Backing;
@@ -519,19 +519,6 @@ pub(super) mod tests {
     use super::super::{Caller, FsConfig, ROOT_INO};
     use super::*;
     use std::sync::atomic::Ordering as O;
-
-    /// `len` bytes that do not compress (xorshift from `seed`).
-    pub(in crate::core) fn noise(len: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
-    }
 
     const ME: Caller = Caller { uid: 0, gid: 0, pid: 0 };
 
@@ -964,7 +951,7 @@ pub(super) mod tests {
             Arc::new(Pager::new(PagerConfig { ram: 64 * PAGE, codec: Codec::Lz4, backing: None, readahead: 0 }));
         let fs = Fs::new(FsConfig { pager: Some(pager.clone()), ..FsConfig::with_limits(0, 0) });
         let b = fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
-        let noise = noise(40 * PAGE as usize, 0x2545_f491_4f6c_dd1d);
+        let noise = super::super::pager::codec::noise(40 * PAGE as usize);
         assert_eq!(fs.write(b, 0, &noise, &ME), Ok(noise.len()));
         assert_eq!(pager.room_pages(), Some(24), "what is left under the ceiling, nothing compressed");
         assert_eq!(pager.least_limit(), MIN_CEILING, "nothing refused yet: only the floor");
