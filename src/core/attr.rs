@@ -394,7 +394,11 @@ impl Fs {
         // than that is available (a judge's walk: df showed room while
         // every write got ENOSPC from a full store). Used stays what is
         // stored: size= is the logical capacity.
-        let bavail = self.pager.as_deref().and_then(|p| p.room_pages()).map_or(bfree, |room| bfree.min(room));
+        let bavail = self
+            .pager
+            .as_deref()
+            .and_then(|p| p.room_pages(if p.backing().is_none() { self.resident_saving() } else { None }))
+            .map_or(bfree, |room| bfree.min(room));
         let namelen = NAME_MAX as u32;
         StatFs { blocks: u.max_pages, bfree, bavail, files, ffree, bsize: PAGE_SIZE as u32, namelen }
     }

@@ -1221,6 +1221,14 @@ impl FileData {
     }
 
     /// Whether page `idx` is resident (for scrubbing the pager's queues).
+    /// The bytes of page `idx` if it is resident in the heap.
+    pub fn resident_page(&self, idx: u64) -> Option<&[u8]> {
+        match self.get(idx) {
+            Some(Slot::Ram { bytes, .. }) => Some(&bytes[..]),
+            _ => None,
+        }
+    }
+
     pub fn is_resident(&self, idx: u64) -> bool {
         matches!(self.get(idx), Some(Slot::Ram { .. }))
     }

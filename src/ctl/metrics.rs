@@ -73,6 +73,13 @@ pub const USAGE: &[Scalar] = &[
         get: |v| v.usage.max_pages.saturating_mul(PAGE_SIZE),
     },
     Scalar {
+        key: "data_bytes_avail",
+        metric: "memfs_data_avail_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes more that file data can take, as df shows them: under ram= the ceiling and the store bound it, not size= alone; 0 means none or unlimited.",
+        get: |v| if v.usage.max_pages == 0 { 0 } else { v.fs.statfs().bavail.saturating_mul(PAGE_SIZE) },
+    },
+    Scalar {
         key: "inodes_used",
         metric: "memfs_inodes_used",
         kind: MetricType::Gauge,
@@ -137,7 +144,28 @@ pub const USAGE: &[Scalar] = &[
         help: "Bytes of arena memory given back to the kernel (MADV_DONTNEED) since mount.",
         get: |_| arena::stats().trimmed,
     },
+    Scalar {
+        key: "heap_bytes",
+        metric: "memfs_heap_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes the daemon's malloc heap has handed out (mallinfo2 uordblks): metadata, the pages' index, buffers.",
+        get: |_| heap().1,
+    },
+    Scalar {
+        key: "heap_free_bytes",
+        metric: "memfs_heap_free_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes free inside the malloc heap (mallinfo2 fordblks), some of it still in RAM until a trim.",
+        get: |_| heap().0,
+    },
 ];
+
+/// The malloc heap's free bytes and bytes in use.
+fn heap() -> (u64, u64) {
+    // SAFETY: mallinfo2 only reads the allocator's own statistics.
+    let m = unsafe { libc::mallinfo2() };
+    (m.fordblks as u64, m.uordblks as u64)
+}
 
 /// `stats/io`: bytes moved and daemon housekeeping.
 pub const IO: &[Scalar] = &[

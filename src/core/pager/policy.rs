@@ -116,6 +116,17 @@ impl S3Fifo {
         self.small.len() * 10 >= self.len().max(1) || self.main.is_empty()
     }
 
+    /// Up to `n` queued ids spread evenly over both queues (some may be
+    /// stale), for estimates that look at a few resident pages.
+    pub fn sample(&self, n: usize) -> Vec<PageId> {
+        let len = self.len();
+        if n == 0 || len == 0 {
+            return vec![];
+        }
+        let step = len.div_ceil(n);
+        self.small.iter().chain(self.main.iter()).step_by(step).copied().collect()
+    }
+
     /// The next page to look at, taken off its queue.
     pub fn candidate(&mut self) -> Option<(PageId, Queue)> {
         if self.takes_small() {
