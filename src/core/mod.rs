@@ -355,6 +355,13 @@ impl Fs {
         if table_is_oversized(k.len(), k.capacity()) {
             k.shrink_to_fit();
         }
+        drop(k);
+        if let Some(p) = self.pager.as_deref() {
+            // Stale ids of deleted files' pages out of the queues first.
+            p.want_scrub();
+            self.scrub_pager_queues();
+            p.compact(|id| self.get(id.ino).is_ok_and(|i| i.file().is_some()));
+        }
     }
 
     /// Room for entries in the inode table now (tests, stats).
@@ -521,7 +528,10 @@ impl Fs {
     }
 
     pub fn pager_stats(&self) -> Option<pager::PagerStats> {
-        self.pager.as_ref().map(|p| p.stats())
+        self.pager.as_ref().map(|p| {
+            p.note_meta(self.usage.meta_bytes());
+            p.stats()
+        })
     }
 
     /// As [`Fs::pager_stats`], for a report of them: while passthrough

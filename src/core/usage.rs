@@ -220,6 +220,11 @@ impl Usage {
         v
     }
 
+    /// The metadata byte estimate now.
+    pub fn meta_bytes(&self) -> u64 {
+        self.meta_bytes.load(Ordering::Acquire)
+    }
+
     /// Add a signed amount to the metadata byte estimate.
     pub fn account_meta(&self, bytes: i64) {
         add_signed(&self.meta_bytes, bytes);

@@ -70,6 +70,21 @@ impl SecondTouch {
         false
     }
 
+    /// Forget the ids of pages `gone`, and give back room no longer needed.
+    pub fn compact(&mut self, gone: &std::collections::HashSet<PageId>) {
+        self.order.retain(|(id, _)| !gone.contains(id));
+        self.seen.retain(|id, _| !gone.contains(id));
+        super::policy::shrink_if_oversized(&mut self.order);
+        if self.seen.capacity() > 2 * self.seen.len() + 64 {
+            self.seen.shrink_to_fit();
+        }
+    }
+
+    /// The ids held (to find those of deleted files without this lock).
+    pub fn ids(&self) -> Vec<PageId> {
+        self.seen.keys().copied().collect()
+    }
+
     /// Ids held (for the pager's overhead figure).
     pub fn len(&self) -> usize {
         self.order.len()

@@ -186,10 +186,33 @@ impl S3Fifo {
         self.main = main;
     }
 
+    /// Drop the ghost's ids of pages `gone` (their files deleted), and
+    /// give back room the queues no longer need (after a mass deletion
+    /// they kept the capacity of their longest).
+    pub fn compact(&mut self, gone: &HashSet<PageId>) {
+        self.ghost.retain(|id| !gone.contains(id));
+        self.ghost_set.retain(|id| !gone.contains(id));
+        self.ghost_written.retain(|id| !gone.contains(id));
+        shrink_if_oversized(&mut self.small);
+        shrink_if_oversized(&mut self.main);
+        shrink_if_oversized(&mut self.ghost);
+        if self.ghost_set.capacity() > 2 * self.ghost_set.len() + 64 {
+            self.ghost_set.shrink_to_fit();
+        }
+        if self.ghost_written.capacity() > 2 * self.ghost_written.len() + 64 {
+            self.ghost_written.shrink_to_fit();
+        }
+    }
+
     /// Whether `id` is queued in main.
     #[cfg(test)]
     pub fn in_main(&self, id: PageId) -> bool {
         self.main.contains(&id)
+    }
+
+    /// The ghost's ids (to find those of deleted files without this lock).
+    pub fn ghost_ids(&self) -> Vec<PageId> {
+        self.ghost.iter().copied().collect()
     }
 
     /// Whether `id` is in the ghost.
@@ -212,6 +235,13 @@ impl S3Fifo {
                 self.ghost_written.remove(&old);
             }
         }
+    }
+}
+
+/// Give back a queue's room when it holds far fewer ids than it has room for.
+pub fn shrink_if_oversized<T>(q: &mut VecDeque<T>) {
+    if q.capacity() > 2 * q.len() + 64 {
+        q.shrink_to_fit();
     }
 }
 
