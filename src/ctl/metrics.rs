@@ -148,14 +148,14 @@ pub const USAGE: &[Scalar] = &[
         key: "heap_bytes",
         metric: "memfs_heap_bytes",
         kind: MetricType::Gauge,
-        help: "Bytes the daemon's malloc heap has handed out (mallinfo2 uordblks): metadata, the pages' index, buffers.",
+        help: "Bytes the daemon's malloc heap has handed out (mallinfo2 uordblks, chunks in malloc's thread caches included; allocations of 128 KiB and more are mapped apart and not counted): metadata, the pages' index, small buffers.",
         get: |_| heap().1,
     },
     Scalar {
         key: "heap_free_bytes",
         metric: "memfs_heap_free_bytes",
         kind: MetricType::Gauge,
-        help: "Bytes free inside the malloc heap (mallinfo2 fordblks), some of it still in RAM until a trim.",
+        help: "Bytes free inside the malloc heap (mallinfo2 fordblks), some given back to the kernel already, some still in RAM until a trim.",
         get: |_| heap().0,
     },
 ];
@@ -515,7 +515,7 @@ pub const PAGER: &[Scalar] = &[
         key: "backing_full_total",
         metric: "memfs_pager_backing_full_total",
         kind: MetricType::Counter,
-        help: "Page-outs refused because the backing store was full: pages whose write found no room, and batches not tried because the store was full for now (one each).",
+        help: "Times the backing store was found full (once each time it filled up again after having room): page-outs wait, writers that need room get ENOSPC.",
         get: |v| v.pager.backing_full,
     },
 ];
