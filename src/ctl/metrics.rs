@@ -138,6 +138,13 @@ pub const USAGE: &[Scalar] = &[
         get: |_| arena::stats().slack,
     },
     Scalar {
+        key: "arena_resident_bytes",
+        metric: "memfs_arena_resident_bytes",
+        kind: MetricType::Gauge,
+        help: "Bytes of the arenas' spans touched and not given back since: their RAM, slots in use or not.",
+        get: |_| arena::stats().resident,
+    },
+    Scalar {
         key: "arena_trimmed_bytes_total",
         metric: "memfs_arena_trimmed_bytes_total",
         kind: MetricType::Counter,

@@ -74,6 +74,7 @@ pub fn ioctl(fs: &Fs, ino: Ino, cmd: u32, input: &[u8], out_size: u32) -> FsResu
             } else {
                 fs.prime_file(ino, from, PAGES_PER_CALL)?
             };
+            fs.trim_after_bulk_move();
             [n, next.unwrap_or(u64::MAX)].iter().flat_map(|n| n.to_ne_bytes()).collect()
         }
         _ => return Err(FsError::NoIoctl),
