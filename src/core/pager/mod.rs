@@ -184,6 +184,10 @@ const OVERHEAD_MAX_PCT: u64 = 25;
 /// 72 bytes each: 0.5 x 4096 / 72).
 pub const STORE_INDEX_PCT: u64 = 50;
 
+/// The least time between two reads of the process's resident memory for
+/// the overhead figure ([`Pager::sample_rss`]).
+const RSS_SAMPLE_NS: u64 = 20_000_000;
+
 /// Settings of a mount's pager.
 #[derive(Debug)]
 pub struct PagerConfig {
@@ -369,6 +373,11 @@ pub struct Pager {
     /// Where the process's resident bytes are read ([`process_rss`]; tests
     /// give their own).
     rss_source: Mutex<fn() -> Option<u64>>,
+    /// When `rss_beyond` was last sampled (ns since `born`; 0: never).
+    rss_sampled_at: AtomicU64,
+    /// The least time between two samples ([`RSS_SAMPLE_NS`]).
+    rss_every_ns: AtomicU64,
+    born: std::time::Instant,
     /// The metadata estimate, as the file system last gave it
     /// ([`Pager::note_meta`]).
     meta_seen: AtomicU64,
@@ -398,6 +407,9 @@ impl Pager {
             rss_beyond: AtomicU64::new(0),
             rss_base: AtomicU64::new(0),
             rss_source: Mutex::new(process_rss),
+            rss_sampled_at: AtomicU64::new(0),
+            rss_every_ns: AtomicU64::new(RSS_SAMPLE_NS),
+            born: std::time::Instant::now(),
             meta_seen: AtomicU64::new(0),
         }
     }
@@ -424,6 +436,8 @@ impl Pager {
     #[cfg(test)]
     pub fn set_rss_source(&self, source: fn() -> Option<u64>) {
         *self.rss_source.lock() = source;
+        // A test moves its figure and looks at once.
+        self.rss_every_ns.store(0, Ordering::Relaxed);
     }
 
     /// Charge the pages' overhead under the ceiling from now on, the
@@ -519,6 +533,15 @@ impl Pager {
         if !self.count_overhead.load(Ordering::Relaxed) {
             return;
         }
+        // At most every RSS_SAMPLE_NS: writers under pressure come here
+        // before every reclaim round, and reading /proc/self/statm costs
+        // tens of microseconds (Postmark under a ceiling lost 10-15%).
+        let now = self.born.elapsed().as_nanos() as u64;
+        let last = self.rss_sampled_at.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < self.rss_every_ns.load(Ordering::Relaxed) && last != 0 {
+            return;
+        }
+        self.rss_sampled_at.store(now.max(1), Ordering::Relaxed);
         let in_use = super::arena::stats().in_use;
         if let Some(rss) = (self.rss_source.lock())() {
             let beyond = rss
