@@ -27,8 +27,11 @@
 //!
 //! `ram=` bounds Ram + Zip bytes together (`ram_bytes`) with what the
 //! pages cost beyond their bytes (`overhead_bytes`: their index in the
-//! heap, for pages on the store too, and the arenas' free space in RAM),
-//! so that the daemon's RSS follows the ceiling. `size=` stays the
+//! heap, for pages on the store too, and the arenas' free space in RAM,
+//! estimated; or, where more, what the process really holds beyond its
+//! base at mount, its arena pages and the metadata, read from
+//! /proc/self/statm, within the index and a quarter of the ceiling), so
+//! that the daemon's RSS follows the ceiling. `size=` stays the
 //! logical capacity and may exceed `ram=` when there is a backing store.
 //!
 //! ## What is counted where
