@@ -182,7 +182,7 @@ impl Fs {
         // arriving (metadata's tables, buffers): look at it on every pass,
         // so that it counts before the next page-in or write comes.
         p.note_meta(self.usage.meta_bytes());
-        p.sample_rss();
+        p.sample_rss(false);
         p.check_pressure();
         if p.wait_for_pressure(timeout) && p.limit() > 0 {
             // Room for the gap between the ceiling and the low watermark.

@@ -502,7 +502,7 @@ impl Pager {
     /// are more than a sixty-fourth of the ceiling.
     pub(crate) fn sample_overhead(&self) {
         self.trim_slack();
-        self.take_slack();
+        self.take_slack(false);
     }
 
     /// Give the arenas' free space back to the kernel when it is worth it
@@ -521,27 +521,30 @@ impl Pager {
     }
 
     /// Take the arenas' slack in as the figure [`Pager::overhead_bytes`] counts.
-    fn take_slack(&self) {
+    /// `now`: read the process's memory whatever the time since the last
+    /// read ([`Pager::sample_rss`]).
+    fn take_slack(&self, now: bool) {
         if !self.count_overhead.load(Ordering::Relaxed) {
             return;
         }
         let a = super::arena::stats();
         self.arena_slack.store(a.resident.saturating_sub(a.in_use), Ordering::Relaxed);
-        self.sample_rss();
+        self.sample_rss(now);
     }
 
     /// Take in what the process holds beyond its base, its pages in the
     /// arenas and the metadata ([`Pager::overhead_bytes`]).
-    pub(crate) fn sample_rss(&self) {
+    /// Unless `force`, at most every RSS_SAMPLE_NS: writers under pressure
+    /// come here before every reclaim round, and reading /proc/self/statm
+    /// costs tens of microseconds (Postmark under a ceiling lost 10-15%).
+    /// A statistics read forces it: its figure must be of now.
+    pub(crate) fn sample_rss(&self, force: bool) {
         if !self.count_overhead.load(Ordering::Relaxed) {
             return;
         }
-        // At most every RSS_SAMPLE_NS: writers under pressure come here
-        // before every reclaim round, and reading /proc/self/statm costs
-        // tens of microseconds (Postmark under a ceiling lost 10-15%).
         let now = self.born.elapsed().as_nanos() as u64;
         let last = self.rss_sampled_at.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < self.rss_every_ns.load(Ordering::Relaxed) && last != 0 {
+        if !force && now.saturating_sub(last) < self.rss_every_ns.load(Ordering::Relaxed) && last != 0 {
             return;
         }
         self.rss_sampled_at.store(now.max(1), Ordering::Relaxed);
@@ -1099,7 +1102,7 @@ impl Pager {
         // a writer's reclaim round never waits for a stats read.
         self.trim_slack();
         if let Some(_no_round) = self.reclaim.try_lock() {
-            self.take_slack();
+            self.take_slack(true);
         }
         let c = &self.c;
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
