@@ -30,11 +30,11 @@
 //! map is empty, and the core (rw.rs, attr.rs) does the file's I/O on the
 //! memory file directly.
 
-use std::collections::BTreeMap;
-use std::ops::{Bound, RangeBounds};
+use std::ops::Bound;
 
 use super::arena::PageBuf;
 use super::memfile::MemFile;
+use super::pagemap::PageMap;
 use super::pager::backing::DiskRef;
 use super::pager::policy::PageId;
 use super::pager::{Cold, Fault, PageError, Pager};
@@ -173,11 +173,11 @@ enum Pages {
 
 /// A file's page map in its general form, and what few files have: a
 /// pager home (every file of a mount with `ram=`) and a memory file (large
-/// files). 72 bytes, so a small file of a pager mount pays one 80-byte
-/// chunk for its page, its map and its home.
+/// files). 80 bytes, so a small file of a pager mount pays one 96-byte
+/// malloc chunk for its page, its map and its home.
 #[derive(Debug, Default)]
 struct Many {
-    map: PageMap,
+    map: PageMap<Page>,
     home: Option<Home>,
     /// The kernel memory file holding the bytes instead of `map`.
     mem: Option<Box<MemFile>>,
@@ -194,130 +194,15 @@ impl Many {
 }
 
 impl std::ops::Deref for Many {
-    type Target = PageMap;
-    fn deref(&self) -> &PageMap {
+    type Target = PageMap<Page>;
+    fn deref(&self) -> &PageMap<Page> {
         &self.map
     }
 }
 
 impl std::ops::DerefMut for Many {
-    fn deref_mut(&mut self) -> &mut PageMap {
+    fn deref_mut(&mut self) -> &mut PageMap<Page> {
         &mut self.map
-    }
-}
-
-/// Pages by index: one held inline, more in a B-tree. Every file of a
-/// mount with `ram=` has the boxed form (for its pager home), and a B-tree
-/// of one page is a leaf node of eleven: 392 bytes for a one-page file (a
-/// judge's walk: 40,000 files of 300 bytes under `ram=16M` took 650 bytes
-/// of heap each, 350 of them counted nowhere).
-#[derive(Debug)]
-enum PageMap {
-    Tree(BTreeMap<u64, Page>),
-    One(u64, Page),
-}
-
-impl Default for PageMap {
-    fn default() -> PageMap {
-        PageMap::Tree(BTreeMap::new())
-    }
-}
-
-impl PageMap {
-    fn len(&self) -> usize {
-        match self {
-            PageMap::Tree(t) => t.len(),
-            PageMap::One(..) => 1,
-        }
-    }
-
-    fn get(&self, idx: &u64) -> Option<&Page> {
-        match self {
-            PageMap::Tree(t) => t.get(idx),
-            PageMap::One(k, p) => (k == idx).then_some(p),
-        }
-    }
-
-    fn get_mut(&mut self, idx: &u64) -> Option<&mut Page> {
-        match self {
-            PageMap::Tree(t) => t.get_mut(idx),
-            PageMap::One(k, p) => (k == idx).then_some(p),
-        }
-    }
-
-    /// Put `page` at `idx`; the page that was there.
-    fn insert(&mut self, idx: u64, page: Page) -> Option<Page> {
-        match self {
-            PageMap::Tree(t) if t.is_empty() => {
-                *self = PageMap::One(idx, page);
-                None
-            }
-            PageMap::Tree(t) => t.insert(idx, page),
-            PageMap::One(k, p) if *k == idx => Some(std::mem::replace(p, page)),
-            PageMap::One(..) => {
-                let PageMap::One(k, p) = std::mem::take(self) else { unreachable!("matched One above") };
-                *self = PageMap::Tree(BTreeMap::from([(k, p), (idx, page)]));
-                None
-            }
-        }
-    }
-
-    fn remove(&mut self, idx: &u64) -> Option<Page> {
-        match self {
-            PageMap::One(k, _) if k == idx => match std::mem::take(self) {
-                PageMap::One(_, p) => Some(p),
-                PageMap::Tree(_) => unreachable!("matched One above"),
-            },
-            PageMap::One(..) => None,
-            PageMap::Tree(t) => {
-                let gone = t.remove(idx);
-                self.shrink();
-                gone
-            }
-        }
-    }
-
-    /// Remove every page from `from` on; the pages removed, in order.
-    fn split_off(&mut self, from: u64) -> Vec<Page> {
-        match self {
-            PageMap::One(k, _) if *k >= from => {
-                let k = *k;
-                self.remove(&k).into_iter().collect()
-            }
-            PageMap::One(..) => vec![],
-            PageMap::Tree(t) => {
-                let gone = t.split_off(&from).into_values().collect();
-                self.shrink();
-                gone
-            }
-        }
-    }
-
-    /// A tree down to one page holds it inline again (its node freed).
-    fn shrink(&mut self) {
-        if matches!(self, PageMap::Tree(t) if t.len() == 1) {
-            let PageMap::Tree(mut t) = std::mem::take(self) else { unreachable!("matched Tree above") };
-            if let Some((k, p)) = t.pop_first() {
-                *self = PageMap::One(k, p);
-            }
-        }
-    }
-
-    /// Pages with index in `r`, in order.
-    fn range<R: RangeBounds<u64>>(&self, r: R) -> impl Iterator<Item = (&u64, &Page)> {
-        let (one, tree) = match self {
-            PageMap::One(k, p) => (r.contains(k).then_some((k, p)), None),
-            PageMap::Tree(t) => (None, Some(t.range(r))),
-        };
-        one.into_iter().chain(tree.into_iter().flatten())
-    }
-
-    fn values(&self) -> impl Iterator<Item = &Page> {
-        self.range(..).map(|(_, p)| p)
-    }
-
-    fn keys(&self) -> impl Iterator<Item = &u64> {
-        self.range(..).map(|(k, _)| k)
     }
 }
 
@@ -627,10 +512,10 @@ impl FileData {
     /// or 1 KiB file than one written in the heap (measured: 100,000
     /// files, daemon RSS).
     fn unbox_if_plain(&mut self) {
-        let plain = |m: &Many| m.home.is_none() && m.mem.is_none() && m.keys().all(|&idx| idx == 0);
+        let plain = |m: &Many| m.home.is_none() && m.mem.is_none() && m.keys().all(|idx| idx == 0);
         if matches!(&self.pages, Pages::Many(m) if plain(m)) {
             let Pages::Many(mut m) = std::mem::take(&mut self.pages) else { unreachable!("matched above") };
-            self.pages = m.map.remove(&0).map_or(Pages::Empty, Pages::First);
+            self.pages = m.map.remove(0).map_or(Pages::Empty, Pages::First);
         }
     }
 
@@ -647,7 +532,7 @@ impl FileData {
         match &self.pages {
             Pages::Empty => None,
             Pages::First(p) => (idx == 0).then_some(p),
-            Pages::Many(m) => m.get(&idx),
+            Pages::Many(m) => m.get(idx),
         }
     }
 
@@ -655,7 +540,7 @@ impl FileData {
         match &mut self.pages {
             Pages::Empty => None,
             Pages::First(p) => (idx == 0).then_some(p),
-            Pages::Many(m) => m.get_mut(&idx),
+            Pages::Many(m) => m.get_mut(idx),
         }
     }
 
@@ -716,8 +601,8 @@ impl FileData {
             },
             Pages::Many(m) if to == u64::MAX => m.split_off(from),
             Pages::Many(m) => {
-                let doomed: Vec<u64> = m.range(from..to).map(|(k, _)| *k).collect();
-                doomed.iter().filter_map(|k| m.remove(k)).collect()
+                let doomed: Vec<u64> = m.range(from..to).map(|(k, _)| k).collect();
+                doomed.iter().filter_map(|k| m.remove(*k)).collect()
             }
             Pages::Empty | Pages::First(_) => vec![],
         };
@@ -740,7 +625,7 @@ impl FileData {
                     vec![]
                 }
             }
-            Pages::Many(m) => m.range(from..to).map(|(k, _)| *k).collect(),
+            Pages::Many(m) => m.range(from..to).map(|(k, _)| k).collect(),
         }
     }
 
@@ -757,7 +642,7 @@ impl FileData {
                     f(0, p)
                 }
             }
-            Pages::Many(m) => m.range(page_of(off)..=page_of(end - 1)).for_each(|(i, p)| f(*i, p)),
+            Pages::Many(m) => m.range(page_of(off)..=page_of(end - 1)).for_each(|(i, p)| f(i, p)),
         }
     }
 
@@ -883,7 +768,7 @@ impl FileData {
             _ if len == 0 => Box::new(std::iter::empty()),
             Pages::Empty => Box::new(std::iter::empty()),
             Pages::First(p) => Box::new((off < PAGE_SIZE).then_some((0, p)).into_iter()),
-            Pages::Many(m) => Box::new(m.range(page_of(off)..=page_of(end - 1)).map(|(i, p)| (*i, p))),
+            Pages::Many(m) => Box::new(m.range(page_of(off)..=page_of(end - 1))),
         };
         for (idx, page) in pages {
             let start = idx * PAGE_SIZE;
@@ -1219,9 +1104,7 @@ impl FileData {
         match &self.pages {
             Pages::Empty => None,
             Pages::First(p) => (from == 0 && pred(p)).then_some(0),
-            Pages::Many(m) => {
-                m.range((Bound::Included(from), Bound::Unbounded)).find(|(_, p)| pred(p)).map(|(k, _)| *k)
-            }
+            Pages::Many(m) => m.range((Bound::Included(from), Bound::Unbounded)).find(|(_, p)| pred(p)).map(|(k, _)| k),
         }
     }
 
@@ -1306,7 +1189,7 @@ impl FileData {
         match &self.pages {
             Pages::Empty => Box::new(std::iter::empty()),
             Pages::First(p) => Box::new((from == 0).then_some((0, p)).into_iter()),
-            Pages::Many(m) => Box::new(m.range(from..).map(|(i, p)| (*i, p))),
+            Pages::Many(m) => Box::new(m.range(from..)),
         }
     }
 
@@ -1325,7 +1208,7 @@ impl FileData {
     /// The paged-out pages with index in `[from, to)`, in order.
     pub fn cold_between(&self, from: u64, to: u64) -> Vec<(u64, Cold)> {
         match &self.pages {
-            Pages::Many(m) if from < to => m.range(from..to).filter_map(|(i, p)| p.cold().map(|c| (*i, c))).collect(),
+            Pages::Many(m) if from < to => m.range(from..to).filter_map(|(i, p)| p.cold().map(|c| (i, c))).collect(),
             _ => self
                 .slots_from(from)
                 .take_while(|(i, _)| *i < to)
@@ -1413,43 +1296,14 @@ pub(super) fn copy_out(out: &mut [u8], off: u64, idx: u64, bytes: &[u8]) {
 mod tests {
     use super::*;
 
-    /// The page map against a B-tree, over random inserts, removes and
-    /// cuts: the same pages in the same order, and one page inline.
+    /// What the index costs a page: a slot of 16 bytes, a hole in a run
+    /// no more (pagemap.rs; core/pager's INDEX_BYTES counts on it), and the
+    /// map inline in a small file's box.
     #[test]
-    fn the_page_map_holds_what_a_btree_would() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
-        // Each page told apart by its store slot.
-        let page = |v: u64| Slot::Disk(DiskRef { slot: v as u32, len: 0, raw: true, crc: 0 });
-        let key = |p: &Page| match p {
-            Slot::Disk(r) => u64::from(r.slot),
-            _ => unreachable!("only test pages"),
-        };
-        let (mut map, mut model) = (PageMap::default(), BTreeMap::<u64, u64>::new());
-        for step in 0..20_000u64 {
-            let idx = next(6);
-            match next(8) {
-                0..=3 => assert_eq!(map.insert(idx, page(step)).map(|p| key(&p)), model.insert(idx, step)),
-                4..=5 => assert_eq!(map.remove(&idx).map(|p| key(&p)), model.remove(&idx)),
-                6 => {
-                    let gone: Vec<u64> = map.split_off(idx).iter().map(key).collect();
-                    assert_eq!(gone, model.split_off(&idx).into_values().collect::<Vec<_>>());
-                }
-                _ => {
-                    let got: Vec<(u64, u64)> = map.range(idx..idx + 3).map(|(k, p)| (*k, key(p))).collect();
-                    assert_eq!(got, model.range(idx..idx + 3).map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
-                }
-            }
-            assert_eq!(map.len(), model.len());
-            assert_eq!(map.keys().copied().collect::<Vec<_>>(), model.keys().copied().collect::<Vec<_>>());
-            assert_eq!(map.get(&idx).map(key), model.get(&idx).copied());
-            assert_eq!(matches!(map, PageMap::One(..)), model.len() == 1, "one page is held inline");
-        }
+    fn a_page_slot_is_sixteen_bytes_and_the_map_four_words() {
+        assert_eq!(std::mem::size_of::<Option<Slot>>(), 16);
+        assert_eq!(std::mem::size_of::<PageMap<Page>>(), 32);
+        assert_eq!(std::mem::size_of::<Many>(), 80);
     }
 
     fn yes() -> impl FnMut() -> bool {

@@ -37,6 +37,7 @@ mod kpager;
 pub mod memfile;
 mod namei;
 pub mod numa;
+mod pagemap;
 pub mod pager;
 mod place;
 mod reclaim;

@@ -1160,19 +1160,22 @@ mod tests {
     /// saw 4x the ceiling held with no store).
     #[test]
     fn a_ceiling_that_cannot_be_kept_is_refused_live() {
-        // 600 pages on the store: their index needs more than half of 64
-        // KiB (455 pages' worth), not of 128 KiB (910).
-        let fs = mount_on(MemIo::new(), 1000, 64, Codec::Off, 0);
-        let a = file(&fs, "a", 600, 7);
-        while fs.evict_file(a, 0, 1000).unwrap().0 > 0 {}
-        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 600));
-        assert_eq!(Pager::store_bound(16 * PAGE), 455);
+        // 2,000 pages on the store: their index needs more than half of 64
+        // KiB (1,638 pages' worth at 20 bytes), not of 256 KiB (6,553).
+        const N: u64 = 2000;
+        let index = super::super::pager::INDEX_BYTES;
+        let fs = mount_on(MemIo::new(), 3000, 64, Codec::Off, 0);
+        let a = file(&fs, "a", N as usize, 7);
+        while fs.evict_file(a, 0, N as usize).unwrap().0 > 0 {}
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, N));
+        assert_eq!(Pager::store_bound(16 * PAGE), 16 * PAGE / 2 / index);
+        assert!(Pager::store_bound(16 * PAGE) < N);
         assert_eq!(fs.set_ram_limit(16 * PAGE), Err(FsError::Invalid));
         assert_eq!(fs.pager.as_ref().unwrap().limit(), 64 * PAGE, "the ceiling as it was");
-        // The least it takes, as stats/pager says: 600 x 72 bytes at half
-        // the ceiling is 86,400 bytes, 22 pages; 21 pages are refused.
+        // The least it takes, as stats/pager says: the index of N pages at
+        // half the ceiling, in whole pages; a page less is refused.
         let least = fs.pager_stats().unwrap().ram_least_bytes;
-        assert_eq!(least, 22 * PAGE);
+        assert_eq!(least, (N * index * 2).div_ceil(PAGE) * PAGE);
         assert_eq!(fs.set_ram_limit(least - PAGE), Err(FsError::Invalid));
         assert_eq!(fs.set_ram_limit(least), Ok(()));
         assert_eq!(fs.set_ram_limit(32 * PAGE), Ok(()));

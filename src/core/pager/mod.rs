@@ -162,10 +162,14 @@ pub const MIN_CEILING: u64 = 64 << 10;
 /// store; past it the oldest compressed pages are written back.
 pub const ZIP_SHARE_PCT: u64 = 50;
 
-/// Heap bytes per page a file's page map holds (data.rs: a B-tree entry of
-/// key and slot; 67 bytes measured for maps filled in order, as files
-/// are), whatever the tier: counted under the ceiling with the page.
-pub const INDEX_BYTES: u64 = 72;
+/// Heap bytes per page a file's page map holds, whatever the tier: counted
+/// under the ceiling with the page. A file written in order keeps its
+/// slots in one array (pagemap.rs: 16 bytes a slot, up to an eighth
+/// spare): 17.7 bytes a page measured on 1.6 GB paged out under `ram=64M`
+/// (it was a B-tree entry, 52-67 bytes). A sparse file's B-tree costs more;
+/// what the process really holds beyond this estimate is counted by its
+/// measure ([`Pager::overhead_bytes`]).
+pub const INDEX_BYTES: u64 = 20;
 /// Heap bytes more per resident page of the heap: its id in the policy's
 /// queues, and a share of the ghost's (policy.rs).
 pub const QUEUE_BYTES: u64 = 32;
@@ -183,8 +187,8 @@ const OVERHEAD_MAX_PCT: u64 = 25;
 /// in the store's bound ([`Pager::store_bound`]), past which a page-out
 /// finds the store full, so that the index, which no page-out shrinks,
 /// never crowds the pages out of RAM nor takes the daemon past `ram=`.
-/// Half the ceiling indexes a store 28.4 times its size (4 KiB pages at
-/// 72 bytes each: 0.5 x 4096 / 72).
+/// Half the ceiling indexes a store 102 times its size (4 KiB pages at
+/// 20 bytes each: 0.5 x 4096 / 20).
 pub const STORE_INDEX_PCT: u64 = 50;
 
 /// The least time between two reads of the process's resident memory for
