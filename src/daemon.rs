@@ -170,6 +170,23 @@ fn store_bound_warning(size: u64, p: &Pager) -> Option<String> {
     })
 }
 
+/// What to tell the user at mount when the RAM ceiling is more than the
+/// memory this process may use (the machine's RAM, its memory cgroup's
+/// limit): the kernel reclaims or kills before the pager pages anything
+/// out. A warning, not a refusal: an fstab line may move between machines,
+/// and `size=` past RAM is allowed too (as tmpfs allows it).
+fn ceiling_warning(ram: u64, usable: (u64, String)) -> Option<String> {
+    (ram > usable.0).then(|| {
+        format!(
+            "ram={} is more than the memory this process may use ({}, {}): the kernel will reclaim or kill \
+             before memfs pages anything out; set ram= below it",
+            human_bytes(ram),
+            human_bytes(usable.0),
+            usable.1
+        )
+    })
+}
+
 /// Log `line` at mount: to syslog (the daemon has no terminal), and to
 /// stderr as well in the foreground.
 fn log_mount_line(line: &str, foreground: bool) {
@@ -303,7 +320,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     if let Some(p) = &pager {
         let s = p.stats();
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
-        if let Some(line) = store_bound_warning(opts.size, p) {
+        let warnings = [store_bound_warning(opts.size, p), ceiling_warning(p.limit(), crate::sysmem::usable_memory())];
+        for line in warnings.into_iter().flatten() {
             log::warn!("{line}");
             eprintln!("memfs: {line}");
         }

@@ -9,7 +9,8 @@
 //! - [`options`]: the mount option table;
 //! - [`core`]: the file system, with no knowledge of FUSE;
 //! - [`sync`]: the locks and atomics everything uses; [`fault`]: the
-//!   fault-injection points tests use.
+//!   fault-injection points tests use; [`sysmem`]: the memory the process
+//!   may use (RAM, its memory cgroup's limit).
 
 pub mod core;
 pub mod ctl;
@@ -20,4 +21,5 @@ pub mod options;
 pub mod reclaimer;
 pub mod remount;
 pub mod sync;
+pub mod sysmem;
 pub mod trim;

@@ -8,7 +8,7 @@
 
 use fuser::{MountOption, UringMode};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::core::arena::Huge;
 use crate::core::cache::CachePolicy;
@@ -407,6 +407,12 @@ pub const OPTIONS: &[OptionSpec] = &[
         apply: |o, v| {
             if v.is_empty() || !v.starts_with('/') {
                 return Err("must be an absolute path to a directory or block device".into());
+            }
+            // Other options take the last value given, as tmpfs's do; two
+            // stores are a mistake (a mount pages to one), and taking the
+            // last silently paged to a path the user may not have meant.
+            if let Some(was) = o.backing.as_ref().filter(|was| **was != Path::new(v)) {
+                return Err(format!("given twice, {} and {v}: a mount pages to one store", was.display()));
             }
             o.backing = Some(PathBuf::from(v));
             Ok(())
@@ -947,6 +953,10 @@ mod tests {
         assert!(parse("ram=10", d()).unwrap_err().contains("10 bytes"));
         assert!(parse("ram=0,backing=/var/tmp", d()).unwrap_err().contains("ram=0 means none"));
         assert!(parse("ram=64k,meta=64k", d()).is_ok());
+        // Two stores are refused, naming both; the same one twice is one.
+        let err = parse("ram=1m,backing=/var/tmp,backing=/tmp", d()).unwrap_err();
+        assert!(err.contains("'backing=/tmp'") && err.contains("/var/tmp and /tmp"), "{err}");
+        assert_eq!(parse("ram=1m,backing=/tmp,backing=/tmp", d()).unwrap().backing, Some(PathBuf::from("/tmp")));
     }
 
     #[test]

