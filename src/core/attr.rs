@@ -9,7 +9,7 @@
 //! cost inode space like tmpfs's; trusted.* is hidden from non-root lists.
 
 use super::acl::{self, Acl};
-use super::inode::{extra_bytes, Inode, Meta};
+use super::inode::{extra_bytes, Extra, Inode, Meta};
 use super::types::{
     mode, Attr, Caller, Ino, Kind, SetAttr, SetTime, StatFs, Timespec, MAX_FILE_SIZE, NAME_MAX, PAGE_SIZE,
 };
@@ -46,6 +46,13 @@ impl std::ops::DerefMut for MetaBytes<'_> {
 
 impl Drop for MetaBytes<'_> {
     fn drop(&mut self) {
+        // A box left holding nothing is freed: `cp -a` sets every file's
+        // ACL to one the mode expresses, which is not kept, and the empty
+        // box stayed, 80 bytes a file that no figure counted (4.8 MB over
+        // /usr/share and /usr/include).
+        if self.meta.extra.as_deref().is_some_and(Extra::is_empty) {
+            self.meta.extra = None;
+        }
         let after = extra_bytes(self.meta.extra.as_deref());
         self.usage.account_meta(after as i64 - self.before as i64);
     }
@@ -255,7 +262,9 @@ impl Fs {
                 if strip_sgid {
                     m.perm &= !mode::S_ISGID;
                 }
-                m.extra_mut().acl_access = keep.then(|| a.to_bytes().into_boxed_slice());
+                if keep || m.extra.is_some() {
+                    m.extra_mut().acl_access = keep.then(|| a.to_bytes().into_boxed_slice());
+                }
                 m.set_ctime(now);
                 Ok(())
             }

@@ -292,6 +292,16 @@ impl FileData {
         });
     }
 
+    /// Heap bytes of the file's pager home: the box that holds it (and the
+    /// page map), in its malloc chunk; 0 without a pager.
+    pub fn home_bytes(&self) -> u64 {
+        if self.home().is_some() {
+            (std::mem::size_of::<Many>() as u64 + 8).next_multiple_of(16)
+        } else {
+            0
+        }
+    }
+
     /// The pages in their boxed form (made so if they are not).
     fn boxed(&mut self) -> &mut Many {
         if !matches!(self.pages, Pages::Many(_)) {

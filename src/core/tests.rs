@@ -200,6 +200,35 @@ fn xattr_flags_and_limits() {
     assert_eq!(fs.getxattr(a.ino, b"user.k", &ME), Err(FsError::NoXattr));
 }
 
+/// An ACL the mode expresses (as `cp -a` sets on every file it copies)
+/// leaves no box of extra metadata behind; nor does removing the last
+/// xattr. Before, each left an empty 80-byte box no figure counted.
+#[test]
+fn an_acl_the_mode_expresses_and_a_removed_xattr_leave_no_box() {
+    let fs = fs();
+    let a = file(&fs, ROOT_INO, "a");
+    let boxed = |ino| fs.get(ino).unwrap().meta().extra.is_some();
+    let minimal: Vec<u8> = [2u32.to_le_bytes().to_vec(), entry(1, 6), entry(4, 4), entry(0x20, 4)].concat();
+    fs.setxattr(a.ino, acl::ACCESS, &minimal, 0, &ME).unwrap();
+    assert!(!boxed(a.ino), "a minimal ACL is the mode");
+    assert_eq!(fs.getattr(a.ino).unwrap().perm, 0o644);
+    fs.setxattr(a.ino, b"user.k", b"v", 0, &ME).unwrap();
+    assert!(boxed(a.ino));
+    fs.setxattr(a.ino, acl::ACCESS, &minimal, 0, &ME).unwrap();
+    assert_eq!(fs.getxattr(a.ino, b"user.k", &ME).unwrap(), b"v", "the box kept what it holds");
+    fs.removexattr(a.ino, b"user.k", &ME).unwrap();
+    assert!(!boxed(a.ino), "the last xattr removed frees the box");
+    // An ACL the mode cannot express is kept, and removing it frees the box.
+    let user_1234 = [2u16.to_le_bytes(), 6u16.to_le_bytes()].concat().into_iter().chain(1234u32.to_le_bytes());
+    let full: Vec<u8> =
+        [2u32.to_le_bytes().to_vec(), entry(1, 6), user_1234.collect(), entry(4, 4), entry(0x10, 6), entry(0x20, 4)]
+            .concat();
+    fs.setxattr(a.ino, acl::ACCESS, &full, 0, &ME).unwrap();
+    assert!(boxed(a.ino));
+    fs.removexattr(a.ino, acl::ACCESS, &ME).unwrap();
+    assert!(!boxed(a.ino));
+}
+
 const XATTR_CREATE_FLAG: i32 = 1;
 const XATTR_REPLACE_FLAG: i32 = 2;
 
