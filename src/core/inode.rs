@@ -120,6 +120,13 @@ pub struct Extra {
     pub(super) wide_times: Option<Box<[Timespec; 4]>>,
 }
 
+impl Meta {
+    /// The group and whether the file is setgid.
+    pub fn gid_and_sgid(&self) -> (u32, bool) {
+        (self.gid, self.perm & mode::S_ISGID != 0)
+    }
+}
+
 impl Extra {
     /// Whether the box holds nothing (and may be freed).
     pub fn is_empty(&self) -> bool {
