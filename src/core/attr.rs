@@ -106,6 +106,17 @@ impl Fs {
     }
 
     pub fn setattr(&self, ino: Ino, req: &SetAttr, caller: &Caller) -> FsResult<Attr> {
+        let done = self.setattr_locked(ino, req, caller);
+        if req.size.is_some() {
+            // A truncate leaves the ids of the pages it cut in the pager's
+            // queues: gone once they are far more than the pages (as after
+            // a write or a fallocate).
+            self.scrub_pager_queues();
+        }
+        done
+    }
+
+    fn setattr_locked(&self, ino: Ino, req: &SetAttr, caller: &Caller) -> FsResult<Attr> {
         let inode = self.get(ino)?;
         self.check_setattr_flags(&inode, req)?;
         let now = Timespec::now();

@@ -796,6 +796,11 @@ impl Pager {
                 self.c.admitted.fetch_add(1, Ordering::Relaxed);
                 self.c.resident_pages.fetch_add(1, Ordering::Relaxed);
                 self.c.resident_bytes.fetch_add(bytes.len() as i64, Ordering::Relaxed);
+                if bytes.is_empty() {
+                    // Nothing to give (fallocated twice): queued when it
+                    // gets bytes (slot_replaced).
+                    return;
+                }
                 let mut p = self.policy.lock();
                 p.insert(id);
                 if p.len() as u64 > 2 * get(&self.c.resident_pages) + 4096 {
