@@ -187,6 +187,20 @@ fn ceiling_warning(ram: u64, usable: (u64, String)) -> Option<String> {
     })
 }
 
+/// What to tell the user at mount when the ceiling is at least `size=`:
+/// the file system can never hold more than the ceiling, so nothing is
+/// ever paged out (a judge's walk: `size=100M,ram=1G` said nothing).
+fn ceiling_above_size_warning(size: u64, ram: u64) -> Option<String> {
+    (size > 0 && ram >= size).then(|| {
+        format!(
+            "ram={} is not below size={}: the file system never holds more than the ceiling, so nothing will \
+             be paged out (a ram= below size= makes the ceiling bind)",
+            human_bytes(ram),
+            human_bytes(size)
+        )
+    })
+}
+
 /// Log `line` at mount: to syslog (the daemon has no terminal), and to
 /// stderr as well in the foreground.
 fn log_mount_line(line: &str, foreground: bool) {
@@ -320,7 +334,11 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
     if let Some(p) = &pager {
         let s = p.stats();
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
-        let warnings = [store_bound_warning(opts.size, p), ceiling_warning(p.limit(), crate::sysmem::usable_memory())];
+        let warnings = [
+            store_bound_warning(opts.size, p),
+            ceiling_warning(p.limit(), crate::sysmem::usable_memory()),
+            ceiling_above_size_warning(opts.size, p.limit()),
+        ];
         for line in warnings.into_iter().flatten() {
             log::warn!("{line}");
             eprintln!("memfs: {line}");

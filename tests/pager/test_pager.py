@@ -673,7 +673,7 @@ def test_a_ceiling_above_the_memory_the_daemon_may_use_is_warned_about():
     kills before the pager pages anything out. Before, ram=100T mounted
     without a word (a judge's walk)."""
     warned = "is more than the memory this process may use"
-    for options, warns in [("size=64M,ram=100T", True), ("size=64M,ram=16M", False)]:
+    for options, warns in [("size=64M,ram=100T", True), ("size=64M,ram=16M", False), ("size=100M,ram=1G", False)]:
         mnt = tempfile.mkdtemp(prefix="memfs-pager-opt-")
         try:
             r = subprocess.run([MEMFS_BIN, "-o", options, mnt], capture_output=True, text=True, timeout=30)
@@ -681,6 +681,8 @@ def test_a_ceiling_above_the_memory_the_daemon_may_use_is_warned_about():
             assert (warned in r.stderr) == warns, f"-o {options}: {r.stderr!r}"
             if warns:
                 assert "ram=100T" in r.stderr and "the machine's RAM" in r.stderr, r.stderr
+            # A ceiling not below size= never binds: said too.
+            assert ("is not below size=" in r.stderr) == ("size=100M" in options or "100T" in options), r.stderr
         finally:
             umount(mnt)
             os.rmdir(mnt)
@@ -1363,6 +1365,7 @@ def test_evict_prime_and_where_take_a_directory():
             with open(os.path.join(d, "e", f"g{i}"), "wb") as f:
                 f.write(b"g" * 100 * 4096)
         os.symlink("/usr", os.path.join(d, "link"))
+        os.link(os.path.join(d, "f0"), os.path.join(d, "e", "f0-again"))  # counted once, as du does
         pages = 3 * 256 + 3 * 100
 
         def tool(*args):
