@@ -170,37 +170,6 @@ fn store_bound_warning(size: u64, p: &Pager) -> Option<String> {
     })
 }
 
-/// What to tell the user at mount when the RAM ceiling is more than the
-/// memory this process may use (the machine's RAM, its memory cgroup's
-/// limit): the kernel reclaims or kills before the pager pages anything
-/// out. A warning, not a refusal: an fstab line may move between machines,
-/// and `size=` past RAM is allowed too (as tmpfs allows it).
-fn ceiling_warning(ram: u64, usable: (u64, String)) -> Option<String> {
-    (ram > usable.0).then(|| {
-        format!(
-            "ram={} is more than the memory this process may use ({}, {}): the kernel will reclaim or kill \
-             before memfs pages anything out; set ram= below it",
-            human_bytes(ram),
-            human_bytes(usable.0),
-            usable.1
-        )
-    })
-}
-
-/// What to tell the user at mount when the ceiling is at least `size=`:
-/// the file system can never hold more than the ceiling, so nothing is
-/// ever paged out (a judge's walk: `size=100M,ram=1G` said nothing).
-fn ceiling_above_size_warning(size: u64, ram: u64) -> Option<String> {
-    (size > 0 && ram >= size).then(|| {
-        format!(
-            "ram={} is not below size={}: the file system never holds more than the ceiling, so nothing will \
-             be paged out (a ram= below size= makes the ceiling bind)",
-            human_bytes(ram),
-            human_bytes(size)
-        )
-    })
-}
-
 /// Log `line` at mount: to syslog (the daemon has no terminal), and to
 /// stderr as well in the foreground.
 fn log_mount_line(line: &str, foreground: bool) {
@@ -336,8 +305,8 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
         log::info!("pager: ram={} compress={} backing={}", s.ram_limit_bytes, s.codec, s.backing);
         let warnings = [
             store_bound_warning(opts.size, p),
-            ceiling_warning(p.limit(), crate::sysmem::usable_memory()),
-            ceiling_above_size_warning(opts.size, p.limit()),
+            crate::sysmem::ceiling_warning(p.limit(), crate::sysmem::usable_memory()),
+            crate::sysmem::ceiling_above_size_warning(opts.size, p.limit()),
         ];
         for line in warnings.into_iter().flatten() {
             log::warn!("{line}");

@@ -514,7 +514,34 @@ fn set_live(ctl: &Path, live: &[(&'static str, String)]) -> Result<Vec<(&'static
         }
         applied.push((*name, old.trim().to_string()));
     }
+    if live.iter().any(|(n, _)| *n == "ram" || *n == "size") {
+        warn_about_ceiling(ctl);
+    }
     Ok(applied)
+}
+
+/// After a change of `ram=` or `size=`, what the mount would have warned
+/// of (src/sysmem.rs): a ceiling above the memory the daemon may use (read
+/// from its stats/pager: the daemon's cgroup, not this process's) or not
+/// below `size=`. Prints nothing where the figures cannot be read.
+fn warn_about_ceiling(ctl: &Path) {
+    let stats = std::fs::read_to_string(ctl.parent().unwrap_or(ctl).join("stats/pager")).unwrap_or_default();
+    let field =
+        |key: &str| stats.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')?.trim().parse::<u64>().ok());
+    let size = std::fs::read_to_string(ctl.join("size")).ok().and_then(|s| s.trim().parse::<u64>().ok());
+    let (Some(ram), Some(usable), Some(size)) = (field("ram_limit_bytes"), field("ram_usable_bytes"), size) else {
+        return;
+    };
+    if ram == 0 {
+        return;
+    }
+    let warnings = [
+        crate::sysmem::ceiling_warning(ram, (usable, "its stats/pager: ram_usable_bytes".into())),
+        crate::sysmem::ceiling_above_size_warning(size, ram),
+    ];
+    for line in warnings.into_iter().flatten() {
+        eprintln!("memfs: warning: {line}");
+    }
 }
 
 /// Why a live `ram=` was refused: the least the mount takes now, read from

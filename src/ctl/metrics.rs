@@ -385,6 +385,15 @@ pub const PAGER: &[Scalar] = &[
         get: |v| v.pager.ram_least_bytes,
     },
     Scalar {
+        key: "ram_usable_bytes",
+        metric: "memfs_pager_ram_usable_bytes",
+        kind: MetricType::Gauge,
+        help: "The memory the daemon may use: the machine's RAM, or its memory cgroup's limit (with the groups \
+               above it) where that is less; 0 without a ceiling. A ceiling above it cannot bind: the kernel \
+               reclaims or kills first.",
+        get: |v| if v.pager.ram_limit_bytes == 0 { 0 } else { crate::sysmem::usable_memory().0 },
+    },
+    Scalar {
         key: "ram_bytes",
         metric: "memfs_pager_ram_bytes",
         kind: MetricType::Gauge,

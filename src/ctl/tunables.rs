@@ -76,7 +76,19 @@ pub const TUNABLES: &[Tunable] = &[
             if asked > 0 && asked < crate::core::pager::MIN_CEILING {
                 return Err(FsError::Invalid); // too small to hold anything
             }
-            t.fs.set_ram_limit(asked.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE))
+            let ram = asked.div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE);
+            t.fs.set_ram_limit(ram)?;
+            // A write has no terminal to warn on: the daemon's log has it,
+            // and `memfs -o remount,ram=` prints it from stats/pager.
+            let size = t.fs.usage().max_pages.saturating_mul(PAGE_SIZE);
+            let warnings = [
+                crate::sysmem::ceiling_warning(ram, crate::sysmem::usable_memory()),
+                crate::sysmem::ceiling_above_size_warning(size, ram),
+            ];
+            for line in warnings.into_iter().flatten() {
+                log::warn!("{line}");
+            }
+            Ok(())
         },
     },
     Tunable {

@@ -672,7 +672,7 @@ def test_a_ceiling_above_the_memory_the_daemon_may_use_is_warned_about():
     between machines must, but says so at mount: the kernel reclaims or
     kills before the pager pages anything out. Before, ram=100T mounted
     without a word (a judge's walk)."""
-    warned = "is more than the memory this process may use"
+    warned = "is more than the memory the memfs daemon may use"
     for options, warns in [("size=64M,ram=100T", True), ("size=64M,ram=16M", False), ("size=100M,ram=1G", False)]:
         mnt = tempfile.mkdtemp(prefix="memfs-pager-opt-")
         try:
@@ -702,6 +702,23 @@ def test_a_ceiling_above_the_memory_the_daemon_may_use_is_warned_about():
                            timeout=30)
         assert r.returncode == 0 and mounted_at(mnt), r.stderr
         assert warned in r.stderr and "memory cgroup" in r.stderr and "256M" in r.stderr, r.stderr
+        # The daemon's limit, not the caller's: this process runs outside
+        # the group, and a live change is held to the daemon's 256M too
+        # (before, `opts/ram` and a remount took 100T without a word).
+        ctl = os.path.join(mnt, ".memfs")
+        assert pager_stats(mnt)["ram_usable_bytes"] == 256 * MIB
+        for ram, shown, warns in [("300M", "300M", True), ("128M", "128M", False), ("1G", "1.0G", True)]:
+            r = subprocess.run([MEMFS_BIN, "-o", f"remount,ram={ram}", mnt], capture_output=True, text=True,
+                               timeout=30)
+            assert r.returncode == 0, r.stderr
+            assert (warned in r.stderr) == warns, f"remount,ram={ram}: {r.stderr!r}"
+            if warns:
+                assert "256M" in r.stderr and f"ram={shown}" in r.stderr, r.stderr
+            # ram= is not below size= (1G) only at 1G.
+            assert ("is not below size=" in r.stderr) == (ram == "1G"), r.stderr
+        with open(os.path.join(ctl, "opts", "ram"), "w") as f:
+            f.write("100T")  # taken, as the mount takes it; the warning goes to the daemon's log
+        assert pager_stats(mnt)["ram_limit_bytes"] == 100 << 40
     finally:
         umount(mnt)
         os.rmdir(mnt)
