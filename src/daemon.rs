@@ -275,8 +275,12 @@ fn mount_session(mountpoint: &Path, opts: &MountOptions, given: &str) -> Result<
         // This process serves one mount: the arenas' free space in RAM is
         // this pager's, counted under ram= (core/pager/mod.rs).
         p.count_overhead();
-        // And the io_uring queues' buffers (0 over /dev/fuse).
+        // And the io_uring queues' buffers (0 over /dev/fuse), which get
+        // half of the quarter of the ceiling the overhead may take: fewer
+        // entries per queue under a small ceiling (vendor/fuser uring.rs).
+        // Set from the ceiling at mount; a live ram= does not change it.
         p.count_outside(Box::new(fuser::uring_buffer_bytes));
+        fuser::set_uring_buffer_budget(p.limit() / 8);
     }
     // One malloc arena, the main one, for every thread. malloc_trim gives
     // back the free pages of every arena but never the free top of a

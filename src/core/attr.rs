@@ -420,6 +420,7 @@ impl Fs {
         let bavail = self
             .pager
             .as_deref()
+            .inspect(|p| p.refresh_overhead())
             .and_then(|p| p.room_pages(if p.backing().is_none() { self.resident_saving() } else { None }))
             .map_or(bfree, |room| bfree.min(room));
         let namelen = NAME_MAX as u32;

@@ -531,6 +531,23 @@ impl Pager {
         }
     }
 
+    /// Take the overhead figure in as it is now, for a reader of it (the
+    /// statistics, statfs): the arenas' slack is sampled before each
+    /// reclaim round and stands between rounds, so after a delete it showed
+    /// (and charged) the free space of before until the next round; and the
+    /// process's memory was read at most every RSS_SAMPLE_NS, so df and
+    /// `memfs stat` a moment apart disagreed by megabytes (a test over
+    /// io_uring, whose queues give their buffers back after a quiet
+    /// second). Not while a round is running: its figure must stand. The
+    /// trim (madvise of free arena runs) runs with no lock held, so a
+    /// writer's reclaim round never waits for a reader.
+    pub fn refresh_overhead(&self) {
+        self.trim_slack();
+        if let Some(_no_round) = self.reclaim.try_lock() {
+            self.take_slack(true);
+        }
+    }
+
     /// Take the arenas' slack in as the figure [`Pager::overhead_bytes`] counts.
     /// `now`: read the process's memory whatever the time since the last
     /// read ([`Pager::sample_rss`]).
@@ -1110,16 +1127,7 @@ impl Pager {
     }
 
     pub fn stats(&self) -> PagerStats {
-        // The arenas' slack is sampled before each reclaim round and stands
-        // between rounds, so after a delete it showed (and charged) the
-        // free space of before until the next round: take it in now, unless
-        // a round is running (its figure must stand while it runs).
-        // The trim (madvise of free arena runs) runs with no lock held, so
-        // a writer's reclaim round never waits for a stats read.
-        self.trim_slack();
-        if let Some(_no_round) = self.reclaim.try_lock() {
-            self.take_slack(true);
-        }
+        self.refresh_overhead();
         let c = &self.c;
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         PagerStats {

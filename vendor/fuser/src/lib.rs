@@ -85,6 +85,7 @@ pub use crate::uring::Transport;
 pub use crate::uring::TransportStatus;
 pub use crate::uring::kernel_enabled as uring_enabled_in_kernel;
 pub use crate::uring::buffer_bytes as uring_buffer_bytes;
+pub use crate::uring::set_buffer_budget as set_uring_buffer_budget;
 
 mod access_flags;
 mod bsd_file_flags;

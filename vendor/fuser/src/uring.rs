@@ -130,6 +130,37 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 /// its entry until then, so one entry per queue would stall the CPU's
 /// other requests behind it (libfuse's default depth is 8 as well).
 pub(crate) const QUEUE_DEPTH: usize = 8;
+/// Bytes all queues' entry buffers may hold together ([`set_buffer_budget`]);
+/// 0: no bound, every queue registers [`QUEUE_DEPTH`] entries.
+static BUFFER_BUDGET: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// The fewest entries a queue registers, whatever the budget: one request
+/// answered later from another thread must not stall its CPU's others.
+const MIN_ENTRIES: usize = 2;
+
+/// Bound what the queues' entry buffers may hold in RAM together, before
+/// the session starts: each queue then registers as many entries as its
+/// share of `bytes` holds whole (at least 2, at most [`QUEUE_DEPTH`]). A
+/// file system that bounds its memory (memfs's `ram=`) keeps the buffers
+/// within what it counts: eight entries of 1 MiB per CPU, all resident
+/// under large I/O, were 14 of the 16 MiB that `ram=64M` allows for
+/// everything beyond the data, and the daemon held 7.8% over its promise.
+pub fn set_buffer_budget(bytes: u64) {
+    BUFFER_BUDGET.store(bytes, Ordering::Relaxed);
+}
+
+/// Entries each of `queues` queues registers, with payload buffers of
+/// `payload_len` bytes, under [`BUFFER_BUDGET`].
+fn entries_per_queue(queues: usize, payload_len: usize) -> usize {
+    match BUFFER_BUDGET.load(Ordering::Relaxed) {
+        0 => QUEUE_DEPTH,
+        budget => {
+            let per_queue = budget / queues.max(1) as u64;
+            let each = (payload_len + HEADROOM) as u64;
+            ((per_queue / each) as usize).clamp(MIN_ENTRIES, QUEUE_DEPTH)
+        }
+    }
+}
+
 /// `user_data` of the eventfd poll; entry completions carry their index.
 const WAKE_TAG: u64 = u64::MAX;
 /// Bytes mapped before each entry's payload, outside what the kernel may
@@ -305,6 +336,9 @@ struct Stash {
 pub(crate) struct QueueShared {
     qid: u16,
     ents: Box<[RingEnt]>,
+    /// How many of `ents` are registered with the kernel (the first ones;
+    /// [`entries_per_queue`]): the others are never used.
+    registered: usize,
     /// Entries whose reply is written, waiting for their COMMIT_AND_FETCH.
     done: Mutex<Vec<u16>>,
     /// Wakes the queue thread when a reply comes from another thread.
@@ -338,7 +372,7 @@ thread_local! {
 }
 
 impl QueueShared {
-    fn new(qid: u16, payload_len: usize) -> io::Result<QueueShared> {
+    fn new(qid: u16, payload_len: usize, registered: usize) -> io::Result<QueueShared> {
         // SAFETY: plain eventfd creation.
         let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
         if fd < 0 {
@@ -368,6 +402,7 @@ impl QueueShared {
                 drop(QueueShared {
                     qid,
                     ents: shared_ents(ents),
+                    registered,
                     done: Mutex::new(Vec::new()),
                     wake,
                 });
@@ -405,6 +440,7 @@ impl QueueShared {
         Ok(QueueShared {
             qid,
             ents: shared_ents(ents),
+            registered,
             done: Mutex::new(Vec::with_capacity(QUEUE_DEPTH)),
             wake,
         })
@@ -591,6 +627,7 @@ impl UringSetup {
             return Err(io::Error::other("too many CPUs"));
         }
         let mut queues = Vec::with_capacity(n);
+        let registered = entries_per_queue(n, payload_len);
         for qid in 0..n {
             // Room for every entry's commit plus the eventfd poll; the CQ
             // twice that (the crate's default), so it never overflows.
@@ -613,7 +650,7 @@ impl UringSetup {
                     false,
                 ),
             };
-            let shared = Arc::new(QueueShared::new(qid as u16, payload_len)?);
+            let shared = Arc::new(QueueShared::new(qid as u16, payload_len, registered)?);
             queues.push(PendingQueue {
                 shared,
                 ring,
@@ -703,12 +740,12 @@ pub(crate) fn run_queue<FS: Filesystem>(
     let mut buf = FuseReadBuf::new();
     let buf = buf.as_mut();
 
-    // Register every entry, and the wake-up poll.
-    let mut sqes: Vec<Entry128> = (0..QUEUE_DEPTH as u16)
+    // Register the queue's entries, and the wake-up poll.
+    let mut sqes: Vec<Entry128> = (0..q.registered as u16)
         .map(|i| fuse_cmd(dev, &q, i, CMD_REGISTER, 0))
         .collect();
     sqes.push(wake_poll(&q));
-    let mut in_kernel = QUEUE_DEPTH;
+    let mut in_kernel = q.registered;
     // Issue the registrations (the kernel handles them inline), then tell
     // the session this queue is in place, whatever happened.
     let enabled = if disabled {
@@ -1086,7 +1123,8 @@ fn answer_error(reply: &UringReply, errno: i32) {
 /// Log line for the mount.
 pub(crate) fn log_started(n: usize, payload_len: usize) {
     info!(
-        "FUSE over io_uring: {n} queues of {QUEUE_DEPTH} entries, {} KiB payload buffers",
+        "FUSE over io_uring: {n} queues of {} entries, {} KiB payload buffers",
+        entries_per_queue(n, payload_len),
         payload_len / 1024
     );
 }
@@ -1106,6 +1144,21 @@ mod tests {
             ent,
             dev: dev.sender(),
         }
+    }
+
+    /// The budget sets each queue's entries: as many as its share holds
+    /// whole, at least two, at most QUEUE_DEPTH; none set, QUEUE_DEPTH.
+    #[test]
+    fn a_buffer_budget_sets_the_entries_per_queue() {
+        const MIB: usize = 1 << 20;
+        assert_eq!(entries_per_queue(2, MIB), QUEUE_DEPTH, "no budget");
+        set_buffer_budget(8 << 20); // ram=64M: 4 MiB a queue, 3 entries of 1 MiB + a page
+        assert_eq!(entries_per_queue(2, MIB), 3);
+        set_buffer_budget(1 << 20);
+        assert_eq!(entries_per_queue(2, MIB), MIN_ENTRIES, "never fewer than two");
+        set_buffer_budget(1 << 40);
+        assert_eq!(entries_per_queue(64, MIB), QUEUE_DEPTH, "never more than QUEUE_DEPTH");
+        set_buffer_budget(0);
     }
 
     #[test]
@@ -1136,7 +1189,7 @@ mod tests {
 
     #[test]
     fn register_sqe_carries_the_iovec_pair() {
-        let q = QueueShared::new(1, 8192).unwrap();
+        let q = QueueShared::new(1, 8192, QUEUE_DEPTH).unwrap();
         let sqe = fuse_cmd(7, &q, 2, CMD_REGISTER, 0);
         // SAFETY: as in set_sqe_len.
         let raw: [u8; 128] = unsafe { std::mem::transmute::<Entry128, [u8; 128]>(sqe) };
@@ -1152,7 +1205,7 @@ mod tests {
 
     #[test]
     fn a_reply_lands_in_the_entry_and_is_queued_for_commit() {
-        let q = Arc::new(QueueShared::new(0, 8192).unwrap());
+        let q = Arc::new(QueueShared::new(0, 8192, QUEUE_DEPTH).unwrap());
         let mut hdr = [0u8; 16];
         hdr[0..4].copy_from_slice(&(16u32 + 10).to_ne_bytes());
         hdr[8..16].copy_from_slice(&42u64.to_ne_bytes());
@@ -1179,7 +1232,7 @@ mod tests {
 
     #[test]
     fn an_in_place_requests_reply_waits_in_the_stash_until_the_commit() {
-        let q = Arc::new(QueueShared::new(0, 8192).unwrap());
+        let q = Arc::new(QueueShared::new(0, 8192, QUEUE_DEPTH).unwrap());
         let e = &q.ents[2];
         unsafe {
             // The request's data, borrowed from the payload while served.
@@ -1204,7 +1257,7 @@ mod tests {
 
     #[test]
     fn an_oversized_reply_becomes_eio() {
-        let q = Arc::new(QueueShared::new(0, 4096).unwrap());
+        let q = Arc::new(QueueShared::new(0, 4096, QUEUE_DEPTH).unwrap());
         let mut hdr = [0u8; 16];
         hdr[8..16].copy_from_slice(&7u64.to_ne_bytes());
         let big = vec![1u8; 5000];
