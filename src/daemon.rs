@@ -200,6 +200,7 @@ fn same_kind(a: &MountOption, b: &MountOption) -> bool {
 /// the mount is live, or the error that prevented it.
 fn serve(mountpoint: &Path, opts: &MountOptions, given: &str, status: Option<File>) -> Result<(), String> {
     let foreground = status.is_none();
+    raise_open_file_limit();
     let (session, pager) = match (mount_session(mountpoint, opts, given), status) {
         (Ok(mounted), Some(mut status)) => {
             status.write_all(b"ok\n").map_err(|e| format!("cannot report to the starting process: {e}"))?;
@@ -232,6 +233,26 @@ fn serve(mountpoint: &Path, opts: &MountOptions, given: &str, status: Option<Fil
         return Err(format!("{}: the connection was aborted", mountpoint.display()));
     }
     result.map_err(|e| format!("serving {}: {e}", mountpoint.display()))
+}
+
+/// Raise this process's soft limit of open files to its hard limit. Every
+/// memory file (a file of `passthrough_min=` or more, docs/PASSTHROUGH.md)
+/// is a descriptor the daemon holds, and a shell's soft limit is often
+/// 1024 where the hard one is far higher: past the soft limit, new large
+/// files stayed in the heap (held twice, by memfs and the page cache).
+/// Nothing here uses select(2), which is what the low soft limit protects.
+fn raise_open_file_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit only read and write `lim`.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur >= lim.rlim_max {
+        return;
+    }
+    let before = lim.rlim_cur;
+    lim.rlim_cur = lim.rlim_max;
+    // SAFETY: as above.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } == 0 {
+        log::debug!("open files: soft limit raised from {before} to {}", lim.rlim_max);
+    }
 }
 
 /// After an abort (/sys/fs/fuse/connections/N/abort), which ends the
