@@ -1596,6 +1596,71 @@ def test_hot_set_survives_a_tar_of_files_written_after_it():
         assert read_whole(hot) == hot_data
 
 
+def test_hot_set_survives_a_tar_of_small_and_large_files():
+    """A judge's walk (2026-12-06, twenty-ninth session), the defaults as
+    root: a hot set of small files and memory files, read until resident,
+    then one `tar c` of a tree of small files mixed with memory files
+    (each kind alone did no harm). Every small-file page of the hot set
+    ended on the store under `ram=256M`. The scan's pages kept the small
+    queue under its tenth of the queues, so reclaim's batches ran on into
+    the main queue, while the rule that compressed pages go to the store
+    before a page of main leaves was checked for a batch's first victim
+    only. A batch now stops at main while compressed pages could go
+    instead (core/reclaim.rs). The build before kept 65-87% of the hot
+    set at `ram=32M`, 80-87% at `ram=128M`."""
+    rng, seed = seeded_rng("PAGER_SCAN_SEED")
+    ram = 16 * MIB
+    pool = binary_pool(32 * MIB, per_file=4 * MIB)
+    text = text_data(8 * MIB)
+    with scratch_dir() as back, memfs(f"size=1G,ram={ram // MIB}M,backing={back}") as mnt:
+        hot, scan = os.path.join(mnt, "hot"), os.path.join(mnt, "scan")
+        os.makedirs(hot)
+        os.makedirs(scan)
+        small = large = i = 0
+        while small < 3 * ram:  # small heap files, programs and text
+            n = rng.randint(20 * KIB, 600 * KIB)
+            src = text if i % 2 else pool
+            start = rng.randrange(0, len(src) - n)
+            with open(os.path.join(scan, f"s{i:04d}"), "wb") as f:
+                f.write(src[start:start + n])
+            small, i = small + n, i + 1
+        j = 0
+        while large < 3 * ram:  # memory files that pass through (under half the ceiling)
+            n = rng.randint(MIB + 1, ram // 2 - MIB)
+            start = rng.randrange(0, len(pool) - n)
+            with open(os.path.join(scan, f"L{j:03d}"), "wb") as f:
+                f.write(pool[start:start + n])
+            large, j = large + n, j + 1
+        hot_data = {}
+        while sum(map(len, hot_data.values())) < ram // 5:  # a fifth of the ceiling in small files
+            n = rng.randint(100 * KIB, 900 * KIB)
+            start = rng.randrange(0, len(pool) - n)
+            hot_data[os.path.join(hot, f"h{len(hot_data):02d}")] = pool[start:start + n]
+        hot_data[os.path.join(hot, "m")] = mixed_bytes(rng, 2 * MIB)  # and a memory file
+        for path, data in hot_data.items():
+            with open(path, "wb") as f:
+                f.write(data)
+        hot_pages = sum(-(-len(d) // PAGE) for d in hot_data.values())
+        for _ in range(3):
+            drop_caches()
+            for path, data in hot_data.items():
+                assert read_whole(path) == data
+        before = resident_pages(hot)
+        drop_caches()
+        tar = subprocess.run(f"tar cf - -C {mnt} scan | wc -c", shell=True, capture_output=True, text=True,
+                             check=True)
+        assert int(tar.stdout) > small + large
+        kept = resident_pages(hot)
+        s = pager_stats(mnt)
+        print(f"seed {seed}: hot set {hot_pages} pages, {before} resident before the tar, {kept} after; "
+              f"{stats_line(s)}")
+        assert before > hot_pages * 9 // 10, f"the hot set never got into RAM: {before} of {hot_pages}"
+        assert kept > before * 9 // 10, \
+            f"one tar c pushed the hot set out: {kept} of {before} pages left (seed {seed}); {stats_line(s)}"
+        for path, data in hot_data.items():
+            assert read_whole(path) == data
+
+
 @pytest.mark.parametrize("cache", ["all", "metadata"])
 def test_one_read_of_a_memory_file_larger_than_the_ceiling_leaves_the_hot_set(cache):
     """A judge's walk (2026-12-06, the default passthrough=auto): small hot
