@@ -524,7 +524,7 @@ pub const PAGER: &[Scalar] = &[
         key: "checksum_errors_total",
         metric: "memfs_pager_checksum_errors_total",
         kind: MetricType::Counter,
-        help: "Pages that came back damaged (checksum or decompression failed); each read of one got EIO.",
+        help: "Loads of a page that came back damaged (checksum or decompression failed), each answered EIO: a damaged page read twice counts twice.",
         get: |v| v.pager.checksum_errors,
     },
     Scalar {
