@@ -301,9 +301,15 @@ impl Fs {
     /// first pages did not compress kept 847 resident pages that did, and
     /// writes got ENOSPC at 28 MiB of 40 under `ram=16M`.
     fn page_out_next(&self, p: &Pager, inode: &Inode, max: usize) -> (u64, bool) {
-        let Some(start) = data_lock(inode).try_read().and_then(|d| d.kernel().map(|f| f.out_from())) else {
+        let epoch = p.kernel_epoch();
+        let Some(start) = data_lock(inode).try_read().and_then(|d| d.kernel().map(|f| (f.out_from(), f.stuck(epoch))))
+        else {
             return (0, true);
         };
+        let (start, stuck) = start;
+        if stuck {
+            return (0, false); // nothing moved the last time, and nothing changed since
+        }
         let (mut from, mut wrapped) = (start, false);
         loop {
             let (moved, next, busy) = self.page_out_memory_file(p, inode, from, max, false);
@@ -319,7 +325,19 @@ impl Fs {
             match next {
                 Some(n) if !(wrapped && n >= start) => from = n,
                 None if !wrapped && start > 0 => (from, wrapped) = (0, true), // on from the front, up to `start`
-                _ => return (0, false),                                       // every page tried once
+                _ => {
+                    // Every page tried once, none moved: remembered while
+                    // nothing changes, unless the file was passed over as
+                    // in use by the kernel (pinned, or mapped past its close).
+                    if p.backing().is_none_or(Backing::full) {
+                        if let Some(d) = data_lock(inode).try_read() {
+                            if let Some(f) = d.kernel().filter(|f| !f.pinned() && !f.held_elsewhere()) {
+                                f.set_stuck(epoch);
+                            }
+                        }
+                    }
+                    return (0, false);
+                }
             }
         }
     }

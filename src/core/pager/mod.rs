@@ -62,6 +62,11 @@
 //! divide a page (`tar`'s 10 KiB, through direct I/O) reads each page once.
 //! Compressed pages are written back oldest first once the
 //! compressed tier holds more than half the ceiling ([`ZIP_SHARE_PCT`]).
+//! A page that has nowhere to go (it does not compress usefully, and
+//! there is no store or it is full) is kept apart from the queues until
+//! that changes, and a memory file a whole pass moved nothing from is
+//! passed over while it stays the same (`MemFile::stuck`): without
+//! either, every reclaim round compressed them all again.
 //!
 //! ## Page-ins: a random reader's first miss reads through (admit.rs)
 //!
@@ -298,6 +303,11 @@ struct Counters {
     /// `kernel_written` when a whole pass of page-outs over the memory
     /// files found nothing that could leave RAM (`u64::MAX`: none has).
     kernel_futile_at: AtomicU64,
+    /// Bumped whenever memory files' pages may have somewhere to go that
+    /// they had not (a passthrough open let one go, the codec changed, the
+    /// store has room again): a file's stuck mark holds within one epoch
+    /// (`MemFile::stuck`).
+    kernel_epoch: AtomicU64,
     hits: AtomicU64,
     misses: AtomicU64,
     page_ins: AtomicU64,
@@ -678,6 +688,7 @@ impl Pager {
         // Pages another codec refused may compress now.
         self.c.futile_at.store(u64::MAX, Ordering::Relaxed);
         self.kernel_may_move();
+        self.policy.lock().release_kept();
     }
 
     pub fn backing(&self) -> Option<&Backing> {
@@ -722,6 +733,12 @@ impl Pager {
     /// held by passthrough opens was let go, or the ceiling changed.
     pub(crate) fn kernel_may_move(&self) {
         self.c.kernel_futile_at.store(u64::MAX, Ordering::Relaxed);
+        self.c.kernel_epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The epoch of memory files' stuck marks ([`Counters::kernel_epoch`]).
+    pub(super) fn kernel_epoch(&self) -> u64 {
+        self.c.kernel_epoch.load(Ordering::Relaxed)
     }
 
     /// Whether the last whole pass of page-outs over the memory files found
@@ -896,7 +913,7 @@ impl Pager {
                 }
                 let mut p = self.policy.lock();
                 p.insert(id);
-                if p.len() as u64 > 2 * get(&self.c.resident_pages) + 4096 {
+                if (p.len() + p.kept_len()) as u64 > 2 * get(&self.c.resident_pages) + 4096 {
                     self.scrub_wanted.store(true, Ordering::Relaxed);
                 }
                 drop(p);
@@ -1086,6 +1103,11 @@ impl Pager {
         bump(&self.c.evictions, n);
     }
 
+    /// Whether pages are kept apart for want of anywhere to go (policy.rs).
+    pub(super) fn has_kept(&self) -> bool {
+        self.policy.lock().kept_len() > 0
+    }
+
     pub(super) fn queued(&self) -> usize {
         self.policy.lock().len()
     }
@@ -1132,7 +1154,10 @@ impl Pager {
 
     /// Page-outs found room on the store: the next time it is full counts.
     pub(super) fn store_had_room(&self) {
-        self.c.full_seen.store(false, Ordering::Relaxed);
+        if self.c.full_seen.swap(false, Ordering::Relaxed) {
+            self.policy.lock().release_kept(); // pages kept for want of room may go now
+            self.kernel_may_move();
+        }
     }
 
     /// A backing-store write failed: ENOSPC (store full) or an I/O error.
@@ -1185,6 +1210,7 @@ impl Pager {
     /// Both queues' ids, taken out for scrubbing (new ids keep arriving meanwhile).
     pub(super) fn take_queues(&self) -> (Vec<(PageId, Queue)>, Vec<PageId>) {
         let mut p = self.policy.lock();
+        p.release_kept(); // scrubbed too (they go back as main's, tried once more)
         let mut out = Vec::with_capacity(p.len());
         while let Some(c) = p.candidate() {
             out.push(c);
