@@ -36,6 +36,7 @@ use super::arena::PageBuf;
 use super::memfile::MemFile;
 use super::pagemap::PageMap;
 use super::pager::backing::DiskRef;
+use super::pager::clean::PageHash;
 use super::pager::policy::PageId;
 use super::pager::{Cold, Fault, PageError, Pager};
 use super::types::{Ino, PAGE_SIZE};
@@ -116,6 +117,18 @@ pub const PREFETCHED: u8 = 2;
 /// sequential reader that then reads it (`cp`, then `tar c`) is a scan and
 /// does not take it to main; a random reader does, as for any page.
 pub const WRITTEN: u8 = 3;
+
+/// What a change of a page's slot does to its clean copy (pager/clean.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CopyOp {
+    /// Given up: the page changes, or leaves RAM some other way.
+    GiveUp,
+    /// Kept: the page's bytes stay the same (compressed, or decompressed).
+    Keep,
+    /// The old slot, on the store, becomes the copy of the page's bytes,
+    /// which hash so.
+    From(PageHash),
+}
 
 /// What [`FileData::note_read`] found of a read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -270,6 +283,7 @@ impl Drop for FileData {
             h.pager.kernel_pages_changed(-(f.pages_seen() as i64));
         }
         if let Some(h) = self.home() {
+            h.pager.pages_changed(h.ino, 0, u64::MAX);
             match &self.pages {
                 Pages::Empty => {}
                 Pages::First(p) => h.pager.slot_removed(p),
@@ -546,7 +560,20 @@ impl FileData {
         }
     }
 
+    /// Page `idx` to change: with [`FileData::replace_with`] and the
+    /// removals, the only ways to a page's bytes or slot, so its clean
+    /// copy is given up here (a change through it may be none at all:
+    /// the copy is only an optimisation, and a stale one is never used:
+    /// pager/clean.rs).
     fn get_mut(&mut self, idx: u64) -> Option<&mut Page> {
+        if let Some(h) = self.home() {
+            h.pager.pages_changed(h.ino, idx, idx + 1);
+        }
+        self.slot_mut(idx)
+    }
+
+    /// Page `idx`'s slot, its clean copy left as it is.
+    fn slot_mut(&mut self, idx: u64) -> Option<&mut Page> {
         match &mut self.pages {
             Pages::Empty => None,
             Pages::First(p) => (idx == 0).then_some(p),
@@ -566,14 +593,21 @@ impl FileData {
         }
     }
 
-    /// Put `new` at a present page `idx`, accounting both; returns the old slot.
+    /// Put `new` at a present page `idx`, accounting both; returns the old
+    /// slot. The page's clean copy is given up.
     fn replace(&mut self, idx: u64, new: Slot) -> Option<Slot> {
-        let slot = self.get_mut(idx)?;
+        self.replace_with(idx, new, CopyOp::GiveUp)
+    }
+
+    /// [`FileData::replace`], doing `op` to the page's clean copy.
+    fn replace_with(&mut self, idx: u64, new: Slot, op: CopyOp) -> Option<Slot> {
+        let slot = if op == CopyOp::GiveUp { self.get_mut(idx)? } else { self.slot_mut(idx)? };
         let old = std::mem::replace(slot, new);
         if let Some(h) = self.home() {
             let id = PageId { ino: h.ino, idx };
             let new = self.get(idx).expect("just replaced");
-            h.pager.slot_replaced(id, &old, new);
+            let hash = if let CopyOp::From(hash) = op { Some(hash) } else { None };
+            h.pager.slot_loaded(id, &old, new, hash);
         }
         Some(old)
     }
@@ -603,6 +637,9 @@ impl FileData {
     fn remove_range(&mut self, from: u64, to: u64) -> u64 {
         if from >= to {
             return 0;
+        }
+        if let Some(h) = self.home() {
+            h.pager.pages_changed(h.ino, from, to);
         }
         let gone: Vec<Page> = match &mut self.pages {
             Pages::First(_) if from == 0 => match std::mem::take(&mut self.pages) {
@@ -658,12 +695,49 @@ impl FileData {
 
     /// Make page `idx` resident with `bytes`, loaded from `cold`, if it still is
     /// that cold page. Returns whether it was installed.
+    /// A page loaded from the store keeps its slot there as a clean copy
+    /// while the store has room for it (pager/clean.rs): paged out again
+    /// unchanged, it is written nowhere.
     pub fn install(&mut self, idx: u64, cold: &Cold, bytes: PageBuf, prefetched: bool) -> bool {
         if !self.get(idx).is_some_and(|s| s.is(cold)) {
             return false;
         }
-        self.replace(idx, if prefetched { Slot::prefetched(bytes) } else { Slot::ram(bytes) });
+        // From the compressed tier the page's bytes are what its copy, if
+        // any, holds: the copy stays (pager/clean.rs).
+        let op = match (cold, self.clean_hash(cold, &bytes)) {
+            (Cold::Zip(_), _) => CopyOp::Keep,
+            (_, Some(hash)) => CopyOp::From(hash),
+            _ => CopyOp::GiveUp,
+        };
+        self.replace_with(idx, if prefetched { Slot::prefetched(bytes) } else { Slot::ram(bytes) }, op);
         true
+    }
+
+    /// The hash to keep page bytes `bytes`, loaded from `cold`, by as a
+    /// clean copy: for a page from the store while the pager keeps them.
+    pub fn clean_hash(&self, cold: &Cold, bytes: &[u8]) -> Option<PageHash> {
+        let h = self.home().filter(|h| matches!(cold, Cold::Disk(_)) && h.pager.keeps_clean())?;
+        Some(h.pager.clean_hash(bytes))
+    }
+
+    /// A memory-file file's paged-out page `idx` was loaded back into the
+    /// memory file, its bytes hashing to `hash` (`None`: keep no copy):
+    /// forget its slot here, which stays on the store as the page's clean
+    /// copy where `hash` says so.
+    pub fn drop_cold_loaded(&mut self, idx: u64, hash: Option<PageHash>) {
+        let Pages::Many(m) = &mut self.pages else { return };
+        let Some(old) = m.remove(idx) else { return };
+        if let Some(h) = self.home() {
+            h.pager.slot_loaded_away(PageId { ino: h.ino, idx }, &old, hash);
+        }
+    }
+
+    /// Pages `[from, to)` of a memory-file file were written by memfs (or
+    /// may have been, by a passthrough writer): their clean copies go.
+    pub fn kernel_pages_written(&self, from: u64, to: u64) {
+        if let Some(h) = self.home() {
+            h.pager.pages_changed(h.ino, from, to);
+        }
     }
 
     /// A read open of the file. Its reads are mostly served by the
@@ -1147,12 +1221,14 @@ impl FileData {
     /// and was not referenced meanwhile; otherwise give `new` back. `Ok`
     /// says what the page was when it left: [`UNREFERENCED`],
     /// [`PREFETCHED`] (loaded ahead, never asked for) or [`WRITTEN`].
-    pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot) -> Result<u8, Slot> {
+    /// `keep_copy`: the page's clean copy was found to hold `copy` and
+    /// stays (`new` is the page compressed: pager/clean.rs).
+    pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot, keep_copy: bool) -> Result<u8, Slot> {
         match self.get(idx) {
             Some(Slot::Ram { bytes, refd }) if **bytes == *copy => match refd.load(Ordering::Relaxed) {
                 REFERENCED => Err(new),
                 r => {
-                    self.replace(idx, new);
+                    self.replace_with(idx, new, if keep_copy { CopyOp::Keep } else { CopyOp::GiveUp });
                     Ok(r)
                 }
             },

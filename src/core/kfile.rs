@@ -804,6 +804,7 @@ impl Fs {
         }
         if let (Some(p), true) = (data.pager(), written > 0) {
             p.kernel_written(pages_spanned(pos, written as u64)); // may compress now
+            data.kernel_pages_written(pos / PAGE_SIZE, (pos + written as u64).div_ceil(PAGE_SIZE));
         }
         // The granted charge is replaced by the pages the write really added.
         self.usage.uncharge_pages(granted);

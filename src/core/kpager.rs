@@ -41,8 +41,9 @@ use super::data::{FileData, Slot};
 use super::inode::{Inode, InodeRef};
 use super::memfile::MemFile;
 use super::pager::backing::Backing;
+use super::pager::policy::PageId;
 use super::pager::{Pager, PAGE};
-use super::reclaim::{cold_slots, release_slot, LOCK_PATIENCE};
+use super::reclaim::{leaving_slots, release_slot, CopyUse, LOCK_PATIENCE};
 use super::rw::data_lock;
 use super::types::Ino;
 use super::{Fs, FsError, FsResult};
@@ -137,7 +138,10 @@ impl Fs {
                         if n > 0 {
                             self.write_loaded(f, at, &bytes[..n], true)?;
                         }
-                        data.drop_cold(*idx, idx + 1);
+                        // Its slot stays as a clean copy (pager/clean.rs):
+                        // the page reads as these bytes, zeros past them.
+                        let hash = if n > 0 { data.clean_hash(c, &bytes[..n]) } else { None };
+                        data.drop_cold_loaded(*idx, hash);
                         installed += 1;
                     }
                     Ok(())
@@ -239,7 +243,8 @@ impl Fs {
                 if n > 0 {
                     self.write_loaded(f, at, &bytes[..n], true)?;
                 }
-                data.drop_cold(idx, idx + 1);
+                let hash = if n > 0 { data.clean_hash(&c, &bytes[..n]) } else { None };
+                data.drop_cold_loaded(idx, hash);
             }
             Ok(())
         })();
@@ -437,7 +442,7 @@ impl Fs {
     /// lock if the file is still unpinned and the page unchanged. Returns
     /// the pages moved, the page after the last one looked at if more may
     /// follow, and whether the file's lock was busy.
-    /// `deep`: as [`cold_slots`]'s (`memfs evict`).
+    /// `deep`: as [`super::reclaim::cold_slots`]'s (`memfs evict`).
     fn page_out_memory_file(
         &self,
         p: &Pager,
@@ -474,16 +479,17 @@ impl Fs {
             return (0, None, false);
         }
         let refs: Vec<&[u8]> = copies.iter().map(|c| &c[..]).collect();
-        let slots = cold_slots(p, &refs, deep);
+        let ids: Vec<PageId> = idxs.iter().map(|&idx| PageId { ino: inode.ino, idx }).collect();
+        let (slots, uses) = leaving_slots(p, &ids, &refs, deep);
         let Some(mut data) = (if deep { Some(lock.write()) } else { lock.try_write_for(LOCK_PATIENCE) }) else {
             slots.into_iter().flatten().for_each(|s| release_slot(p, s));
             return (0, next, true);
         };
-        let (mut moved, mut to_disk) = (0, 0);
+        let (mut moved, mut to_disk, mut reused) = (0, 0, 0);
         // Asked again under the lock: an open, a mapping and a close may
         // have come since the file was picked.
         let held = data.kernel().is_some_and(|f| f.pinned() || f.held_elsewhere());
-        for ((idx, copy), slot) in idxs.into_iter().zip(&copies).zip(slots) {
+        for (((idx, copy), slot), copy_use) in idxs.into_iter().zip(&copies).zip(slots).zip(uses) {
             let Some(slot) = slot else { continue };
             let unchanged = !held
                 && data
@@ -495,7 +501,11 @@ impl Fs {
                 release_slot(p, slot);
                 continue;
             }
-            to_disk += u64::from(matches!(slot, Slot::Disk(_)));
+            if copy_use == CopyUse::Taken {
+                reused += 1;
+            } else {
+                to_disk += u64::from(matches!(slot, Slot::Disk(_)));
+            }
             data.put_cold(idx, slot);
             moved += 1;
         }
@@ -505,6 +515,7 @@ impl Fs {
         }
         drop(data);
         p.kernel_pages_evicted(moved, to_disk);
+        p.reused_clean(reused);
         if moved > 0 {
             // The kernel freed their room; it stays theirs (paged-out
             // pages come back), so the limit no longer offers it.
@@ -630,6 +641,11 @@ impl Fs {
             if let Some(f) = data.kernel() {
                 f.pin(false, writes);
             }
+            if writes {
+                // The kernel may have written any page: the clean copies
+                // would only be checked (and found stale) at page-out.
+                data.kernel_pages_written(0, u64::MAX);
+            }
             self.sync_kernel(&inode, &data);
         }
         if let Some(p) = self.pager.as_deref() {
@@ -699,6 +715,40 @@ mod tests {
         assert_eq!(fs.write(ino, 0, &vec![fill; pages * P], &ME), Ok(pages * P));
         assert!(fs.in_kernel_file(ino));
         ino
+    }
+
+    /// A memory file's page loaded back keeps its slot on the store as a
+    /// clean copy, which its next page-out takes with no write. A page
+    /// changed where memfs does not see it (a passthrough writer, here a
+    /// write into the memory file itself) hashes otherwise: it is written
+    /// anew, never served from the stale copy.
+    #[test]
+    fn a_memory_file_page_read_back_leaves_without_a_write_unless_it_changed_unseen() {
+        let (fs, pager) = mount(1000);
+        let a = file(&fs, "a", 8, 1);
+        evict_all(&fs, a);
+        let outs = pager.stats().page_outs;
+        assert_eq!(prime_all(&fs, a, 100).0, 8);
+        assert_eq!(pager.clean_pages(), 8);
+        evict_all(&fs, a);
+        let st = pager.stats();
+        assert_eq!((st.page_outs, st.clean_reused, st.backing_pages), (outs, 8, 8), "{st:?}");
+        assert_eq!(fs.read(a, 0, 8 * P as u32).unwrap(), vec![1u8; 8 * P]);
+        assert_eq!((fs.tiers(a).unwrap(), pager.clean_pages()), ((8, 0, 0), 8), "a read keeps copies too");
+        let inode = fs.file(a).unwrap();
+        let (n, e) = data_lock(&inode).read().kernel().unwrap().write(3 * PAGE + 7, b"unseen");
+        assert_eq!((n, e.is_none()), (6, true));
+        assert_eq!(pager.clean_pages(), 8, "memfs did not see the write");
+        evict_all(&fs, a);
+        let st = pager.stats();
+        assert_eq!((st.page_outs, st.clean_reused, st.backing_pages), (outs + 1, 15, 8), "{st:?}");
+        let mut want = vec![1u8; 8 * P];
+        want[3 * P + 7..3 * P + 13].copy_from_slice(b"unseen");
+        assert_eq!(fs.read(a, 0, 8 * P as u32).unwrap(), want);
+        // A write through memfs gives the copies of its pages up at once.
+        assert_eq!(pager.clean_pages(), 8);
+        assert_eq!(fs.write(a, 5 * PAGE, b"seen", &ME), Ok(4));
+        assert_eq!(pager.clean_pages(), 7);
     }
 
     #[test]

@@ -521,6 +521,20 @@ pub const PAGER: &[Scalar] = &[
         get: |v| v.pager.kept,
     },
     Scalar {
+        key: "clean_pages",
+        metric: "memfs_pager_clean_pages",
+        kind: MetricType::Gauge,
+        help: "Of the backing pages, copies of pages loaded back into RAM and unchanged since: kept so that their next page-out writes nothing, given up when the page changes or the store runs short.",
+        get: |v| v.pager.clean_pages,
+    },
+    Scalar {
+        key: "clean_reused_total",
+        metric: "memfs_pager_clean_reused_total",
+        kind: MetricType::Counter,
+        help: "Page-outs that wrote nothing: the page's clean copy on the backing store still held its bytes (checked by a keyed 128-bit hash). Not in page_outs_total.",
+        get: |v| v.pager.clean_reused,
+    },
+    Scalar {
         key: "checksum_errors_total",
         metric: "memfs_pager_checksum_errors_total",
         kind: MetricType::Counter,

@@ -76,6 +76,7 @@ def io_stats(mnt):
 def stats_line(stats, keys=("ram_limit_bytes", "ram_bytes", "overhead_bytes", "resident_pages", "compressed_pages",
                             "compressed_bytes", "backing_pages", "hits_total", "misses_total",
                             "page_ins_total", "read_through_total", "page_outs_total", "evictions_total", "kept_total",
+                            "clean_pages", "clean_reused_total",
                             "checksum_errors_total", "io_errors_total", "backing_full_total")):
     return " ".join(f"{k}={stats.get(k)}" for k in keys)
 

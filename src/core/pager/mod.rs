@@ -23,6 +23,8 @@
 //!   does not save an eighth of its size skips this tier.
 //! - **Disk**: in a slot of the backing store (`backing=`), with a crc32c;
 //!   a mismatch gives EIO for that read and a counter, never wrong bytes.
+//!   A page loaded back keeps its slot as a clean copy while its bytes
+//!   stay the same (clean.rs): it leaves RAM again with no write.
 //! - **Unwritten** (fallocated, never written) costs no RAM in any tier.
 //!
 //! `ram=` bounds Ram + Zip bytes together (`ram_bytes`) with what the
@@ -139,6 +141,7 @@
 
 pub mod admit;
 pub mod backing;
+pub mod clean;
 pub mod codec;
 pub mod policy;
 mod ring;
@@ -147,6 +150,7 @@ use std::collections::VecDeque;
 
 use admit::SecondTouch;
 use backing::{Backing, DiskRef, LoadError};
+use clean::{CleanCopies, PageHash};
 use codec::Codec;
 use policy::{PageId, Queue, S3Fifo, Verdict};
 
@@ -271,6 +275,11 @@ pub struct PagerStats {
     /// Pages a page-out tried that had to stay in RAM: they do not
     /// compress usefully and no store took them ([`Pager::kept`]).
     pub kept: u64,
+    /// Of the pages on the store, copies of pages resident again and
+    /// unchanged, kept so that their next page-out writes nothing (clean.rs).
+    pub clean_pages: u64,
+    /// Page-outs that wrote nothing: the page's clean copy was still it.
+    pub clean_reused: u64,
     pub checksum_errors: u64,
     pub io_errors: u64,
     pub backing_full: u64,
@@ -315,6 +324,7 @@ struct Counters {
     page_outs: AtomicU64,
     evictions: AtomicU64,
     kept: AtomicU64,
+    clean_reused: AtomicU64,
     checksum_errors: AtomicU64,
     io_errors: AtomicU64,
     backing_full: AtomicU64,
@@ -389,6 +399,12 @@ pub struct Pager {
     /// wake itself again at once (a judge's walk: a full mount without a
     /// store kept a CPU busy for good).
     stalled: AtomicBool,
+    /// Store slots of resident pages still the same as when they were
+    /// loaded from them (clean.rs).
+    clean: CleanCopies,
+    /// Whether a page loaded from the store may keep its slot as a clean
+    /// copy now ([`Pager::refresh_clean_room`]).
+    clean_room: AtomicBool,
     c: Counters,
     /// Count the pages' overhead under the ceiling ([`Pager::overhead_bytes`]).
     /// On in the daemon, which serves one mount per process, so that the
@@ -441,6 +457,8 @@ impl Pager {
             pressure: Mutex::new(false),
             pressure_cv: crate::sync::Condvar::new(),
             stalled: AtomicBool::new(false),
+            clean: CleanCopies::default(),
+            clean_room: AtomicBool::new(true),
             c: Counters {
                 futile_at: AtomicU64::new(u64::MAX),
                 kernel_futile_at: AtomicU64::new(u64::MAX),
@@ -512,9 +530,15 @@ impl Pager {
         }
     }
 
+    /// Pages on the store a page map indexes: the slots in use but the
+    /// clean copies (whose pages are resident, and indexed as such).
+    fn stored_pages(&self) -> u64 {
+        self.backing.as_ref().map_or(0, |b| b.used().saturating_sub(self.clean.len()))
+    }
+
     /// Whether a ceiling of `bytes` indexes the pages on the store now.
     pub fn ceiling_indexes_store(&self, bytes: u64) -> bool {
-        bytes == 0 || self.backing.as_ref().is_none_or(|b| b.used() <= Pager::store_bound(bytes))
+        bytes == 0 || self.stored_pages() <= Pager::store_bound(bytes)
     }
 
     /// The least ceiling a live change takes now, in whole pages: at least
@@ -523,10 +547,9 @@ impl Pager {
     /// took, compressed as far as it went, when a change was last refused
     /// for it (a judge's walk: a refused `ram=` did not say what would do).
     pub fn least_limit(&self) -> u64 {
-        let index = self
-            .backing
-            .as_ref()
-            .map_or(0, |b| (b.used().saturating_mul(INDEX_BYTES).saturating_mul(100)).div_ceil(STORE_INDEX_PCT));
+        let index = self.backing.as_ref().map_or(0, |_| {
+            (self.stored_pages().saturating_mul(INDEX_BYTES).saturating_mul(100)).div_ceil(STORE_INDEX_PCT)
+        });
         let floor = self.refused_floor.load(Ordering::Relaxed);
         MIN_CEILING.max(index).max(floor).div_ceil(PAGE).saturating_mul(PAGE)
     }
@@ -630,8 +653,10 @@ impl Pager {
         if !self.count_overhead.load(Ordering::Relaxed) {
             return 0;
         }
-        let stored = self.backing.as_ref().map_or(0, |b| b.used());
+        let clean = self.clean.len();
+        let stored = self.stored_pages();
         let index = get(&self.c.resident_pages) * (INDEX_BYTES + QUEUE_BYTES)
+            + clean * clean::COPY_BYTES
             + get(&self.c.zip_pages) * (INDEX_BYTES + ZIP_EXTRA_BYTES)
             + stored * INDEX_BYTES
             + self.touched_len.load(Ordering::Relaxed) * TOUCHED_BYTES;
@@ -806,7 +831,8 @@ impl Pager {
         }
         let ram = self.limit().saturating_sub(self.charged_bytes()) / PAGE;
         match &self.backing {
-            Some(b) => b.room_slots().map(|slots| ram + slots),
+            // Clean copies are room too: given up when a page needs it.
+            Some(b) => b.room_slots().map(|slots| ram + slots + self.clean.len()),
             None => {
                 if self.codec() == Codec::Off {
                     return Some(ram);
@@ -971,6 +997,154 @@ impl Pager {
                 }
             }
         }
+    }
+
+    /// The slot at `id` (`old`) was replaced by `new`, the page loaded
+    /// from it: as [`Pager::slot_replaced`], except that a slot on the store
+    /// whose bytes hash to `hash` stays, as the page's clean copy.
+    pub(super) fn slot_loaded(&self, id: PageId, old: &Slot, new: &Slot, hash: Option<PageHash>) {
+        match (old, hash) {
+            (Slot::Disk(r), Some(h)) => {
+                self.slot_added(id, new);
+                self.keep_clean(id, *r, h);
+            }
+            _ => self.slot_replaced(id, old, new),
+        }
+    }
+
+    /// A memory file's paged-out slot `old` left its page map, the page
+    /// loaded into the memory file: as [`Pager::slot_removed`], except that
+    /// a slot on the store whose bytes hash to `hash` stays, as the page's
+    /// clean copy.
+    pub(super) fn slot_loaded_away(&self, id: PageId, old: &Slot, hash: Option<PageHash>) {
+        match (old, hash) {
+            (Slot::Disk(r), Some(h)) => self.keep_clean(id, *r, h),
+            _ => self.slot_removed(old),
+        }
+    }
+
+    /// Whether a page loaded from the store now should keep its slot as a
+    /// clean copy (then the loader hashes its bytes).
+    pub(super) fn keeps_clean(&self) -> bool {
+        self.backing.is_some() && self.clean_room.load(Ordering::Relaxed)
+    }
+
+    /// The hash a clean copy of `bytes` is kept by (clean.rs).
+    pub(super) fn clean_hash(&self, bytes: &[u8]) -> PageHash {
+        self.clean.hash(bytes)
+    }
+
+    fn keep_clean(&self, id: PageId, r: DiskRef, hash: PageHash) {
+        if let Some(old) = self.clean.keep(id, r, hash) {
+            self.free_slots(&[old]);
+        }
+    }
+
+    fn free_slots(&self, refs: &[DiskRef]) {
+        if let Some(b) = &self.backing {
+            refs.iter().for_each(|r| b.free(r));
+        }
+    }
+
+    /// Pages `[from, to)` of file `ino` changed or went: their clean
+    /// copies are no use any more (free with no copies held: one atomic
+    /// load).
+    pub(crate) fn pages_changed(&self, ino: Ino, from: u64, to: u64) {
+        if !self.clean.is_empty() {
+            self.free_slots(&self.clean.drop_range(ino, from, to));
+        }
+    }
+
+    /// The slot page `id`, leaving RAM with `bytes`, may take without a
+    /// write: its clean copy, if those are still the bytes loaded from it
+    /// (a stale copy is freed).
+    pub(super) fn take_clean(&self, id: PageId, bytes: &[u8]) -> Option<DiskRef> {
+        match self.clean.take(id, bytes) {
+            Ok(r) => Some(r),
+            Err(stale) => {
+                self.free_slots(stale.as_slice());
+                None
+            }
+        }
+    }
+
+    /// Whether page `id`, leaving RAM compressed with `bytes`, keeps its
+    /// clean copy: the copy still holds those bytes (a stale one is freed).
+    /// The compressed page's write-back takes it ([`Pager::take_clean_zipped`]).
+    pub(super) fn check_clean(&self, id: PageId, bytes: &[u8]) -> bool {
+        match self.clean.check(id, bytes) {
+            Ok(same) => same,
+            Err(stale) => {
+                self.free_slots(&[stale]);
+                false
+            }
+        }
+    }
+
+    /// The slot compressed page `id` (`zipped`) may take on the store with
+    /// no write: its clean copy, if it still holds the page (checked by
+    /// the hash of the page decompressed; a stale copy is freed).
+    pub(super) fn take_clean_zipped(&self, id: PageId, zipped: &[u8]) -> Option<DiskRef> {
+        if !self.clean.has(id) {
+            return None;
+        }
+        match codec::decompress(zipped) {
+            Some(bytes) => self.take_clean(id, &bytes),
+            None => {
+                self.pages_changed(id.ino, id.idx, id.idx + 1);
+                None
+            }
+        }
+    }
+
+    /// `n` pages left RAM for their clean copies, with no write.
+    pub(super) fn reused_clean(&self, n: u64) {
+        bump(&self.c.clean_reused, n);
+    }
+
+    /// Clean copies held (for tests).
+    #[cfg(test)]
+    pub(crate) fn clean_pages(&self) -> u64 {
+        self.clean.len()
+    }
+
+    /// Keep the clean copies within the store's room: at most as many as
+    /// the slots still free (half of what pages that must be written could
+    /// have), as the kernel stops keeping swap slots for clean pages once
+    /// swap is half full; past that, enough are given up to get back, and
+    /// no new one is kept until there is room again. Called by reclaim
+    /// (the room of a directory store is a statvfs).
+    pub(crate) fn refresh_clean_room(&self) {
+        let Some(b) = &self.backing else { return };
+        let held = self.clean.len();
+        if held == 0 && self.clean_room.load(Ordering::Relaxed) {
+            return; // nothing to cut back (a directory store's room is a statvfs)
+        }
+        let Some(room) = b.room_slots() else {
+            self.clean_room.store(!b.full(), Ordering::Relaxed);
+            return;
+        };
+        if held > room {
+            self.free_slots(&self.clean.drop_down_to((held + room) / 2));
+        }
+        self.clean_room.store(self.clean.len() < room, Ordering::Relaxed);
+    }
+
+    /// Whether the store is full for a page-out, once clean copies were
+    /// given up for it: they never take the room of pages that must go
+    /// there. True without a store.
+    pub(super) fn store_full(&self) -> bool {
+        let Some(b) = &self.backing else { return true };
+        if !b.full() {
+            return false;
+        }
+        let gone = self.clean.drop_down_to(0);
+        if gone.is_empty() {
+            return true;
+        }
+        self.clean_room.store(false, Ordering::Relaxed);
+        self.free_slots(&gone);
+        b.full()
     }
 
     /// `n` resident pages were read.
@@ -1163,6 +1337,10 @@ impl Pager {
     /// A backing-store write failed: ENOSPC (store full) or an I/O error.
     pub(super) fn store_failed(&self, e: &std::io::Error) {
         if matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)) {
+            // Clean copies are the first room to give (a file system that
+            // filled under a directory store).
+            self.clean_room.store(false, Ordering::Relaxed);
+            self.free_slots(&self.clean.drop_down_to(0));
             self.store_was_full();
         } else {
             bump(&self.c.io_errors, 1);
@@ -1260,6 +1438,8 @@ impl Pager {
             page_ins: n(&c.page_ins),
             read_through: n(&c.read_through),
             kept: n(&c.kept),
+            clean_pages: self.clean.len(),
+            clean_reused: n(&c.clean_reused),
             page_outs: n(&c.page_outs),
             evictions: n(&c.evictions),
             checksum_errors: n(&c.checksum_errors),
