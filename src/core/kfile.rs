@@ -854,6 +854,10 @@ impl Fs {
             reserved = data.drop_unwritten(first, last);
         }
         let _room = self.loading(reserved); // kept until absorbed
+                                            // Every mode changes the bytes of the range's pages (a zeroed range
+                                            // leaves fallocated pages, which no page-out looks at): their clean
+                                            // copies go now, or their slots stay until the file does.
+        data.kernel_pages_written(first, last);
         let f = data.kernel().ok_or(FsError::Io)?;
         let result = if mode.punch_hole {
             f.punch_hole(off, len).map_err(|_| FsError::Io)

@@ -471,7 +471,7 @@ impl Fs {
         let bytes: Vec<&[u8]> = zipped.iter().map(|(_, z)| &z[..]).collect();
         let stored = zipped_slots(p, b, &ids, &bytes);
         let mut data = content(inode).write();
-        let (mut went, mut unused) = (0, vec![]);
+        let (mut went, mut unused, mut failed) = (0, vec![], vec![]);
         for ((idx, z), r) in zipped.iter().zip(stored) {
             match r {
                 Ok((r, clean)) if data.swap_zip_to_disk(*idx, z, r) => {
@@ -483,12 +483,14 @@ impl Fs {
                     went += 1;
                 }
                 Ok((r, _)) => unused.push(r),
-                Err(e) => p.store_failed(&e),
+                Err(e) => failed.push(e),
             }
         }
         drop(data);
-        // Freed with no lock held: a free may give the store's space back.
+        // Freed with no lock held: a free may give the store's space back
+        // (and a full store gives its clean copies up).
         unused.iter().for_each(|r| b.free(r));
+        failed.iter().for_each(|e| p.store_failed(e));
         (went, next)
     }
 
@@ -686,12 +688,12 @@ pub(super) fn leaving_slots(
             rest.push(i);
             continue;
         }
-        match codec.compress(bytes).filter(|_| !deep) {
+        match if deep { None } else { codec.compress(bytes) } {
             Some(z) => {
                 new[i] = Some(Slot::Zip(Arc::new(PageBuf::exact(&z))));
                 uses[i] = CopyUse::Kept;
             }
-            None => match p.take_clean(*id, bytes) {
+            None => match p.take_checked_clean(*id) {
                 Some(r) => {
                     new[i] = Some(Slot::Disk(r));
                     uses[i] = CopyUse::Taken;

@@ -453,7 +453,7 @@ pub const PAGER: &[Scalar] = &[
         key: "backing_pages",
         metric: "memfs_pager_backing_pages",
         kind: MetricType::Gauge,
-        help: "Pages on the backing store (each in a 4 KiB slot, compressed or not).",
+        help: "Pages on the backing store (each in a 4 KiB slot, compressed or not), clean_pages (copies of pages also in RAM) included.",
         get: |v| v.pager.backing_pages,
     },
     Scalar {

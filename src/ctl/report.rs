@@ -333,7 +333,8 @@ fn pager_lines(p: &BTreeMap<String, u64>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\npager: ram {} of {} ({}; overhead {}), resident {}, compressed {} into {} ({ratio}), backing store {}",
+        "\npager: ram {} of {} ({}; overhead {}), resident {}, compressed {} into {} ({ratio}), backing store {} \
+         ({} of it clean copies of pages in RAM)",
         human_bytes(charged),
         human_bytes(get(p, "ram_limit_bytes")),
         percent(charged, get(p, "ram_limit_bytes")),
@@ -342,14 +343,17 @@ fn pager_lines(p: &BTreeMap<String, u64>) -> String {
         human_bytes(orig),
         human_bytes(zip),
         human_bytes(get(p, "backing_bytes")),
+        human_bytes(get(p, "clean_pages").saturating_mul(4096)),
     );
     let _ = writeln!(
         out,
-        "pager: hits {hits} ({hit_pct}), misses {misses}, page-ins {} (read through {}), page-outs {}, \
-         evictions {}, checksum errors {}, I/O errors {}, backing full {}",
+        "pager: hits {hits} ({hit_pct}), misses {misses}, page-ins {} (read through {}), page-outs {} \
+         (and {} with no write, to their clean copies), evictions {}, checksum errors {}, I/O errors {}, \
+         backing full {}",
         get(p, "page_ins_total"),
         get(p, "read_through_total"),
         get(p, "page_outs_total"),
+        get(p, "clean_reused_total"),
         get(p, "evictions_total"),
         get(p, "checksum_errors_total"),
         get(p, "io_errors_total"),

@@ -526,7 +526,14 @@ impl Pager {
     /// overhead is counted: see `count_overhead`).
     fn bound_store(&self) {
         if let (true, Some(b)) = (self.count_overhead.load(Ordering::Relaxed), &self.backing) {
-            b.set_max_in_use(Pager::store_bound(self.limit()));
+            let bound = Pager::store_bound(self.limit());
+            b.set_max_in_use(bound);
+            // A lower ceiling takes in only what the pages need (clean
+            // copies left out): those past the bound go at once.
+            let over = b.used().saturating_sub(bound);
+            if over > 0 {
+                self.free_slots(&self.clean.drop_down_to(self.clean.len().saturating_sub(over)));
+            }
         }
     }
 
@@ -1055,6 +1062,13 @@ impl Pager {
         }
     }
 
+    /// The slot page `id` may take without a write, its bytes found to be
+    /// its clean copy's by [`Pager::check_clean`] (nothing else changes a
+    /// resident page's copy but giving it up).
+    pub(super) fn take_checked_clean(&self, id: PageId) -> Option<DiskRef> {
+        self.clean.take_checked(id)
+    }
+
     /// The slot page `id`, leaving RAM with `bytes`, may take without a
     /// write: its clean copy, if those are still the bytes loaded from it
     /// (a stale copy is freed).
@@ -1138,11 +1152,12 @@ impl Pager {
         if !b.full() {
             return false;
         }
+        // No new copy until a reclaimer pass finds room again.
+        self.clean_room.store(false, Ordering::Relaxed);
         let gone = self.clean.drop_down_to(0);
         if gone.is_empty() {
             return true;
         }
-        self.clean_room.store(false, Ordering::Relaxed);
         self.free_slots(&gone);
         b.full()
     }
