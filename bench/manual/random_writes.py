@@ -11,12 +11,11 @@ against the model. A backing directory under /var/tmp is made and removed.
 NOZERO=1 punches instead of zeroing; NOEVICT=1 skips evict and prime.
 
 Written in the thirtieth session to try clean copies (core/pager/clean.rs),
-which it found none of; it found instead, on the build before them too,
-that under `size=1G,ram=8M` a write into a memory file comes back short
-after zero ranges (seeds 4 and 9 at 3,000 ops: "SHORT WRITE"; seed 6 a
-mismatch): the zeroed pages stay fallocated in the memory file, where no
-page-out can take them (docs/PAGER.md, "open"). With NOZERO=1, or
-`passthrough=off`, or `ram=64M`, the same seeds pass.
+which it found none of; it found instead that under `size=1G,ram=8M` a
+write into a memory file came back short after zero ranges (seeds 4 and 9
+at 3,000 ops: "SHORT WRITE"; seed 6 a mismatch): the zeroed pages stayed
+fallocated in the memory file, where no page-out could take them. Fixed
+in the thirty-first (docs/PAGER.md, "Found, then fixed"); seeds 1-13 pass.
 """
 import ctypes
 import mmap

@@ -41,6 +41,12 @@ fn pages_spanned(off: u64, len: u64) -> u64 {
     (off + len - 1) / PAGE_SIZE - off / PAGE_SIZE + 1
 }
 
+/// Whether page `idx` is in one of `runs` (sorted `[start, end)` page runs).
+fn in_runs(runs: &[(u64, u64)], idx: u64) -> bool {
+    let i = runs.partition_point(|&(_, end)| end <= idx);
+    runs.get(i).is_some_and(|&(start, _)| start <= idx)
+}
+
 impl Fs {
     /// Bring `m`'s size and page charge to what the kernel file says (`new`)
     /// plus `data`'s paged-out pages, and the pager's count of memory-file
@@ -821,20 +827,23 @@ impl Fs {
         let lock = data_lock(inode);
         self.sync_kernel(inode, &lock.read());
         let paged = self.pager.as_deref().is_some_and(|p| p.limit() > 0);
-        if paged && !mode.punch_hole && !mode.zero_range {
-            let unwritten = self.kfallocate_unwritten(inode, &mut lock.write(), off, len, mode.keep_size);
-            if let Some(result) = unwritten {
-                self.settle_ceiling(); // pages fallocated again are data now (no lock held)
-                return result;
-            }
-        }
         let end = off + len;
         let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
-        if mode.punch_hole {
+        if mode.punch_hole || (paged && mode.zero_range) {
             // Only the edge pages keep bytes; paged-out pages inside go.
             self.kernel_page_in(inode, first, first + 1, true)?;
             self.kernel_page_in(inode, last.saturating_sub(1), last, true)?;
-        } else {
+        }
+        if paged && !mode.punch_hole {
+            let unwritten = self.kfallocate_unwritten(inode, &mut lock.write(), off, len, mode);
+            if let Some(result) = unwritten {
+                // Pages fallocated again are data now, a zeroed range's
+                // left RAM (no lock held).
+                self.settle_ceiling();
+                return result;
+            }
+        }
+        if !mode.punch_hole {
             self.kernel_page_in(inode, first, last, true)?;
         }
         let mut data = lock.write();
@@ -882,12 +891,7 @@ impl Fs {
                 _ => FsError::Io,
             })
         };
-        let mut m = inode.meta();
-        self.absorb(&mut m, &data);
-        if result.is_ok() {
-            m.touch_modified(Timespec::now());
-        }
-        result
+        self.fallocated(inode, &data, result)
     }
 
     /// fallocate of a memory-file file under a RAM ceiling, while no
@@ -896,55 +900,126 @@ impl Fs {
     /// instead of pages of the memory file, which the pager could not page
     /// out (measured before: `fallocate -l 600M` of such a file under
     /// `ram=256M` put 600 MiB in RAM and every later write got ENOSPC).
-    /// Paged-out pages are data already and stay out. None where this
-    /// does not apply, and then the memory file allocates, as tmpfs: a
-    /// pinned file (the kernel writes it directly), or a memory file memfs
-    /// has fallocated before (SEEK_DATA cannot say where such pages are).
+    /// Paged-out pages are data already and stay out. A zero range
+    /// ([`Fs::zero_to_unwritten`]) makes its whole pages such slots too.
+    /// None where this does not apply, and then the memory file allocates,
+    /// as tmpfs: a pinned file (the kernel writes it directly), or, but for
+    /// a zero range, a memory file memfs has fallocated before (SEEK_DATA
+    /// cannot say where such pages are).
     fn kfallocate_unwritten(
         &self,
         inode: &Inode,
         data: &mut FileData,
         off: u64,
         len: u64,
-        keep_size: bool,
+        mode: FallocMode,
     ) -> Option<FsResult<()>> {
         let f = data.kernel()?;
-        if f.pinned() || f.has_fallocated() {
+        if f.pinned() || (f.has_fallocated() && !mode.zero_range) {
             return None;
         }
         let st = f.stat().ok()?;
         let end = off + len;
         let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
         // Every allocated page of the memory file is data (memfs never
-        // fallocated it), so SEEK_DATA says which pages in range it holds.
-        let runs = f.data_page_runs(first, last).ok()?;
-        let in_file = |idx: u64| {
-            let i = runs.partition_point(|&(_, end)| end <= idx);
-            runs.get(i).is_some_and(|&(start, _)| start <= idx)
+        // fallocated it), so SEEK_DATA says which pages in range it holds
+        // (for a zero range, a page memfs fallocated in the memory file
+        // while it was pinned looks missing: checked as new, at worst
+        // ENOSPC early).
+        let runs = match self.room_to_allocate(data, first, last)? {
+            Ok(runs) => runs,
+            Err(e) => return Some(Err(e)),
         };
-        // Checked against size= here; charged below as the file's pages.
-        let missing = data.kernel_missing(first, last, in_file);
+        let again = if mode.zero_range { vec![] } else { data.unwritten_in(first, last) };
+        let mut result = if mode.zero_range {
+            self.zero_to_unwritten(inode, data, off, len)
+        } else {
+            data.kernel_allocate(first, last, |idx| in_runs(&runs, idx));
+            Ok(())
+        };
+        if result.is_ok() {
+            result = match data.kernel() {
+                Some(f) if !mode.keep_size && end > st.size => f.set_len(end).map_err(|_| FsError::Io),
+                Some(_) => Ok(()),
+                None => Err(FsError::Io),
+            };
+        }
+        if result.is_ok() && !again.is_empty() {
+            let size = if mode.keep_size { st.size } else { st.size.max(end) };
+            result = self.fallocate_again(inode, data, &again, size);
+        }
+        Some(self.fallocated(inode, data, result))
+    }
+
+    /// FALLOC_FL_ZERO_RANGE of an unpinned memory-file file under a RAM
+    /// ceiling: the whole pages of the range leave the memory file and
+    /// become `Unwritten` slots (allocated, counted, zeros, no RAM: what
+    /// `FileData::zero_range` makes of a heap file's), the partial pages at
+    /// its edges are zeroed in place. Before, the memory file punched and
+    /// allocated the range: fallocated pages, which SEEK_DATA does not see
+    /// and so no page-out could take; under `ram=8M` they piled up until
+    /// writes were refused (`bench/manual/random_writes.py`: short
+    /// writes). The caller has paged the edge pages in and checked the
+    /// room; the size is the caller's.
+    fn zero_to_unwritten(&self, inode: &Inode, data: &mut FileData, off: u64, len: u64) -> FsResult<()> {
+        let end = off + len;
+        let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        let (first_full, last_full) = (off.div_ceil(PAGE_SIZE), end / PAGE_SIZE);
+        // The edges must be in the memory file to be zeroed there.
+        self.kernel_resident_locked(inode, data, first, first + 1)?;
+        self.kernel_resident_locked(inode, data, last - 1, last)?;
+        // Their bytes change: clean copies go, paged-out pages inside too
+        // (their slots become unwritten ones below).
+        data.kernel_pages_written(first, last);
+        if first_full < last_full {
+            data.drop_cold(first_full, last_full);
+        }
+        let f = data.kernel().ok_or(FsError::Io)?;
+        f.punch_hole(off, len).map_err(|_| FsError::Io)?;
+        // Whole pages are holes now; an edge page still in the file keeps
+        // its (zeroed) place. One that is a hole is allocated as the
+        // heap's would be: an unwritten slot, or, in a file memfs
+        // fallocated in before (SEEK_DATA cannot tell a hole from such a
+        // page), allocated in the memory file as before.
+        let runs = f.data_page_runs(first, last).map_err(|_| FsError::Io)?;
+        let fallocated = f.has_fallocated();
+        let edge = |idx: u64| idx < first_full || idx >= last_full;
+        let mut edges = vec![first, last - 1];
+        edges.dedup();
+        for idx in edges.into_iter().filter(|&i| edge(i)) {
+            if fallocated && !in_runs(&runs, idx) && data.kernel_missing(idx, idx + 1, |_| false) == 1 {
+                let f = data.kernel().ok_or(FsError::Io)?;
+                f.allocate(idx * PAGE_SIZE, PAGE_SIZE).map_err(|_| FsError::Io)?;
+            }
+        }
+        data.kernel_allocate(first, last, |idx| in_runs(&runs, idx) || (fallocated && edge(idx)));
+        Ok(())
+    }
+
+    /// The data pages of `data`'s memory file in `[first, last)`, as page
+    /// runs (SEEK_DATA), once `size=` is found to have room for the pages
+    /// a fallocate of the range adds (neither data there nor a slot here:
+    /// checked only; they are counted as the file's pages when absorbed).
+    /// None where the memory file cannot say.
+    fn room_to_allocate(&self, data: &FileData, first: u64, last: u64) -> Option<FsResult<Vec<(u64, u64)>>> {
+        let runs = data.kernel()?.data_page_runs(first, last).ok()?;
+        let missing = data.kernel_missing(first, last, |idx| in_runs(&runs, idx));
         if !self.usage.charge_pages(missing) {
             return Some(Err(FsError::NoSpace));
         }
         self.usage.uncharge_pages(missing);
-        let again = data.unwritten_in(first, last);
-        data.kernel_allocate(first, last, in_file);
-        let mut result = match data.kernel() {
-            Some(f) if !keep_size && end > st.size => f.set_len(end).map_err(|_| FsError::Io),
-            Some(_) => Ok(()),
-            None => Err(FsError::Io),
-        };
-        if result.is_ok() {
-            let size = if keep_size { st.size } else { st.size.max(end) };
-            result = self.fallocate_again(inode, data, &again, size);
-        }
+        Some(Ok(runs))
+    }
+
+    /// The end of a memory file's fallocate: its pages taken in, and its
+    /// times changed if it did anything.
+    fn fallocated(&self, inode: &Inode, data: &FileData, result: FsResult<()>) -> FsResult<()> {
         let mut m = inode.meta();
         self.absorb(&mut m, data);
         if result.is_ok() {
             m.touch_modified(Timespec::now());
         }
-        Some(result)
+        result
     }
 
     /// As shmem_get_folio: a page an earlier fallocate left unwritten
