@@ -43,7 +43,7 @@ use super::memfile::MemFile;
 use super::pager::backing::Backing;
 use super::pager::policy::PageId;
 use super::pager::{Pager, PAGE};
-use super::reclaim::{leaving_slots, release_slot, CopyUse, LOCK_PATIENCE};
+use super::reclaim::{give_back, leaving_slots, CopyUse, LOCK_PATIENCE};
 use super::rw::data_lock;
 use super::types::Ino;
 use super::{Fs, FsError, FsResult};
@@ -482,14 +482,18 @@ impl Fs {
         let ids: Vec<PageId> = idxs.iter().map(|&idx| PageId { ino: inode.ino, idx }).collect();
         let (slots, uses) = leaving_slots(p, &ids, &refs, deep);
         let Some(mut data) = (if deep { Some(lock.write()) } else { lock.try_write_for(LOCK_PATIENCE) }) else {
-            slots.into_iter().flatten().for_each(|s| release_slot(p, s));
+            for (((id, slot), copy_use), copy) in ids.iter().zip(slots).zip(uses).zip(&copies) {
+                if let Some(slot) = slot {
+                    give_back(p, *id, slot, copy_use, copy);
+                }
+            }
             return (0, next, true);
         };
         let (mut moved, mut to_disk, mut reused) = (0, 0, 0);
         // Asked again under the lock: an open, a mapping and a close may
         // have come since the file was picked.
         let held = data.kernel().is_some_and(|f| f.pinned() || f.held_elsewhere());
-        for (((idx, copy), slot), copy_use) in idxs.into_iter().zip(&copies).zip(slots).zip(uses) {
+        for ((((idx, id), copy), slot), copy_use) in idxs.into_iter().zip(&ids).zip(&copies).zip(slots).zip(uses) {
             let Some(slot) = slot else { continue };
             let unchanged = !held
                 && data
@@ -498,7 +502,7 @@ impl Fs {
                 && data.cold_between(idx, idx + 1).is_empty();
             let punched = unchanged && data.kernel().is_some_and(|f| f.punch_hole(idx * PAGE, PAGE).is_ok());
             if !punched {
-                release_slot(p, slot);
+                give_back(p, *id, slot, copy_use, copy);
                 continue;
             }
             if copy_use == CopyUse::Taken {

@@ -308,7 +308,7 @@ impl Fs {
                 let to_disk = matches!(slot, Slot::Disk(_));
                 // Only tried, as every lock of a victim: reclaim never waits on a file.
                 let Some(mut data) = content(&inode).try_write() else {
-                    release(p, slot);
+                    give_back(p, id, slot, copy_use, &copy);
                     return (id, from, Verdict::Busy);
                 };
                 let swapped = data.swap_out(id.idx, &copy, slot, copy_use == CopyUse::Kept);
@@ -328,7 +328,7 @@ impl Fs {
                         (id, from, verdict)
                     }
                     Err(slot) => {
-                        release(p, slot);
+                        give_back(p, id, slot, copy_use, &copy);
                         (id, from, Verdict::Referenced)
                     }
                 }
@@ -725,9 +725,19 @@ fn zipped_slots(p: &Pager, b: &Backing, ids: &[PageId], zipped: &[&[u8]]) -> Vec
     out.into_iter().map(|r| r.unwrap_or_else(|| Err(std::io::ErrorKind::Other.into()))).collect()
 }
 
-/// Give back a slot made for a page that did not take it (for kfile.rs).
-pub(super) fn release_slot(p: &Pager, slot: Slot) {
-    release(p, slot);
+/// Give back slot `slot` made for page `id` (`bytes` when it was picked)
+/// that did not take it: its file was busy, or the page was referenced
+/// or changed meanwhile. A clean copy it took (`copy_use`) goes back to
+/// being one, kept by the hash of `bytes`, which its slot holds (it was
+/// taken for them): the page's next page-out still costs no write (once
+/// it was freed). A page changed since hashes otherwise and frees it
+/// then. The caller holds the file (its Drop drops the copies of a file
+/// that goes).
+pub(super) fn give_back(p: &Pager, id: PageId, slot: Slot, copy_use: CopyUse, bytes: &[u8]) {
+    match slot {
+        Slot::Disk(r) if copy_use == CopyUse::Taken => p.clean_copy_unused(id, r, bytes),
+        slot => release(p, slot),
+    }
 }
 
 fn content(inode: &Inode) -> &RwLock<FileData> {
@@ -1079,6 +1089,32 @@ mod tests {
         fs.unlink(ROOT_INO, b"a").unwrap();
         fs.forget(a, 1);
         assert_eq!((pager.clean_pages(), pager.stats().backing_pages), (0, 0));
+    }
+
+    /// A page-out that fails (the file busy) gives a clean copy it took
+    /// back: the next one still writes nothing (before, the copy's slot
+    /// was freed, and the page written again).
+    #[test]
+    fn a_clean_copy_taken_for_a_page_out_that_fails_stays_a_copy() {
+        let (fs, pager, _io) = mount(100);
+        let a = file(&fs, "a", 3, 1);
+        assert_eq!(fs.evict_file(a, 0, 100), Ok((3, None)));
+        assert_eq!(fs.prime_file(a, 0, 100), Ok((3, None)));
+        assert_eq!(pager.clean_pages(), 3);
+        let outs = pager.stats().page_outs;
+        let inode = fs.file(a).unwrap();
+        let victims = (0..3).map(|idx| PageId { ino: a, idx }).map(|id| (id, Queue::Main, fs.look_at(id).unwrap()));
+        let victims: Vec<_> = victims.collect();
+        let verdicts = {
+            let _busy = content(&inode).read();
+            fs.evict(&pager, victims, true)
+        };
+        assert!(verdicts.iter().all(|(_, _, v)| matches!(v, Verdict::Busy)), "the file was busy");
+        assert_eq!((pager.clean_pages(), pager.stats().backing_pages), (3, 3), "the copies stay");
+        assert_eq!(fs.evict_file(a, 0, 100), Ok((3, None)));
+        let st = pager.stats();
+        assert_eq!((st.page_outs, st.clean_reused, st.backing_pages), (outs, 3, 3), "nothing written: {st:?}");
+        assert_eq!(fs.read(a, 0, 3 * PAGE as u32).unwrap(), vec![1u8; 3 * PAGE as usize]);
     }
 
     /// A page read back that compresses leaves RAM as any page does, for

@@ -1069,6 +1069,17 @@ impl Pager {
         self.clean.take_checked(id)
     }
 
+    /// A clean copy taken for page `id`, leaving RAM with `bytes`, was not
+    /// used (the page-out failed): slot `r` is its clean copy again,
+    /// unless the store has no room for copies now.
+    pub(super) fn clean_copy_unused(&self, id: PageId, r: DiskRef, bytes: &[u8]) {
+        if self.clean_room.load(Ordering::Relaxed) {
+            self.keep_clean(id, r, self.clean.hash(bytes));
+        } else {
+            self.free_slots(&[r]);
+        }
+    }
+
     /// The slot page `id`, leaving RAM with `bytes`, may take without a
     /// write: its clean copy, if those are still the bytes loaded from it
     /// (a stale copy is freed).
