@@ -584,13 +584,15 @@ impl Fs {
         let pages = (off + len).div_ceil(PAGE_SIZE).saturating_sub(off / PAGE_SIZE);
         let hits = pages
             .saturating_sub(lock.read().cold_between(off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE)).len() as u64);
-        if len > 0 {
-            if let Err(e) = self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE), false) {
-                // Under a tiny ceiling a large request's pages can push each
-                // other out as they load, round after round (a 1 MiB direct
-                // read under ram=2M got EIO): serve it from loaded copies
-                // instead, as a random reader's first miss is.
-                return self.kread_through(inode, off, size, true)?.ok_or(e);
+        if len > 0 && self.kernel_page_in(inode, off / PAGE_SIZE, (off + len).div_ceil(PAGE_SIZE), false).is_err() {
+            // Under a tiny ceiling a large request's pages can push each
+            // other out as they load, round after round (a 1 MiB direct
+            // read under ram=2M got EIO): serve it from loaded copies
+            // instead, as a random reader's first miss is. None: no
+            // page of it is paged out now (below, whatever went again
+            // is loaded under the lock).
+            if let Some(bytes) = self.kread_through(inode, off, size, true)? {
+                return Ok(bytes);
             }
         }
         let mut data = lock.read();
@@ -623,7 +625,13 @@ impl Fs {
     /// stay where they are (pager/admit.rs). `None` when this read is not
     /// one (no paged-out page in it, a sequential reader, a second miss)
     /// or its pages changed meanwhile: the caller pages them in.
-    /// `force`: whatever the reader's pattern (the page-in failed).
+    /// `force`: whatever the reader's pattern (the page-in failed), and
+    /// loaded under the file's read lock, so that its pages can neither
+    /// change nor leave meanwhile (reclaim only tries a file's lock): the
+    /// last resort of a read, which must not come back `None`. Loaded with
+    /// no lock, a 1 MiB read under `ram=8M` with `cache=metadata` got EIO
+    /// when reclaim took more of its pages between the load and the copy
+    /// (bench/manual/random_writes.py, seed 22 at operation 603).
     fn kread_through(&self, inode: &Inode, off: u64, size: u32, force: bool) -> FsResult<Option<Vec<u8>>> {
         let Some(p) = self.pager.as_deref() else { return Ok(None) };
         let lock = data_lock(inode);
@@ -641,9 +649,14 @@ impl Fs {
         if !through && (sequential || p.promotes(inode.ino, cold.iter().map(|(i, _)| *i))) {
             return Ok(None);
         }
-        drop(data);
-        let pages = p.load_many(&cold.iter().map(|(_, c)| c).collect::<Vec<_>>());
-        let data = lock.read();
+        let (data, pages) = if force {
+            let pages = p.load_many(&cold.iter().map(|(_, c)| c).collect::<Vec<_>>());
+            (data, pages)
+        } else {
+            drop(data);
+            let pages = p.load_many(&cold.iter().map(|(_, c)| c).collect::<Vec<_>>());
+            (lock.read(), pages)
+        };
         let mut m = inode.meta();
         let len = n(&m);
         let (from, to) = range(len);

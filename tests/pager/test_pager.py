@@ -223,8 +223,8 @@ class Fsx:
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("codec,extra", [("lz4", ""), ("zstd", ""), ("off", ""), ("lz4", ",threads=4"),
-                                         ("lz4", ",passthrough=off")],
-                         ids=["lz4", "zstd", "off", "lz4-threads4", "lz4-heap"])
+                                         ("lz4", ",passthrough=off"), ("lz4", ",cache=metadata")],
+                         ids=["lz4", "zstd", "off", "lz4-threads4", "lz4-heap", "lz4-metadata"])
 def test_fsx_random_io_against_a_model(codec, extra):
     """threads=4: the kernel's asynchronous readahead then reaches memfs in
     other workers while a write is making room (one client thread here).
