@@ -8,7 +8,8 @@ shared mapping, truncates, hole punches, FALLOC_FL_ZERO_RANGE, `memfs
 evict` and `memfs prime`; every read (read(2) after the file's page cache
 is dropped, or through a mapping) and every write's count is checked
 against the model. A backing directory under /var/tmp is made and removed.
-NOZERO=1 punches instead of zeroing; NOEVICT=1 skips evict and prime.
+NOZERO=1 punches instead of zeroing; NOEVICT=1 skips evict and prime;
+NOSTORE=1 mounts without a backing store.
 On a failure the last 15 operations are printed; TRAIL=FILE writes them
 all there, and KEEP=1 leaves the mount (and its store) in place to look at.
 
@@ -34,7 +35,7 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
 rng = random.Random(SEED)
 mnt = tempfile.mkdtemp(prefix="stale-"); store = tempfile.mkdtemp(prefix="stale-s-", dir="/var/tmp")
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1G", "tmpfs", mnt], check=True) if MEMFS == "tmpfs" else subprocess.run([MEMFS, "-o", f"{OPTS},backing={store}", mnt], check=True)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1G", "tmpfs", mnt], check=True) if MEMFS == "tmpfs" else subprocess.run([MEMFS, "-o", OPTS if os.environ.get("NOSTORE") else f"{OPTS},backing={store}", mnt], check=True)
 try:
     files = {}
     for i in range(24):

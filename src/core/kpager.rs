@@ -645,11 +645,10 @@ impl Fs {
             if let Some(f) = data.kernel() {
                 f.pin(false, writes);
             }
-            if writes {
-                // The kernel may have written any page: the clean copies
-                // would only be checked (and found stale) at page-out.
-                data.kernel_pages_written(0, u64::MAX);
-            }
+            // The kernel may have written any page: the clean copies stay,
+            // each checked by its hash when its page leaves (a stale one is
+            // freed then, and the page written). They used to go at the
+            // last close of any open that could write, written or not.
             self.sync_kernel(&inode, &data);
         }
         if let Some(p) = self.pager.as_deref() {
@@ -1019,6 +1018,33 @@ mod tests {
         assert_eq!(fs.write(a, 4 * PAGE, &vec![2u8; 36 * P], &ME), Ok(36 * P));
         assert_eq!(fs.getattr(a).unwrap().blocks, 40 * 8);
         assert_eq!(fs.read(a, 39 * PAGE, 2).unwrap(), vec![2u8; 2]);
+    }
+
+    /// A passthrough writer's pages change where memfs does not see them:
+    /// the clean copies stay past its close, and each page's own bytes
+    /// decide at page-out whether its copy still holds it.
+    #[test]
+    fn clean_copies_outlive_a_writable_passthrough_open_and_only_pages_it_changed_are_written() {
+        let (fs, pager) = mount(16);
+        let a = file(&fs, "a", 6, 1);
+        evict_all(&fs, a);
+        assert_eq!(prime_all(&fs, a, 100).0, 6);
+        assert_eq!(pager.clean_pages(), 6);
+        let outs = pager.stats().page_outs;
+        assert!(fs.pin_kernel_file(a, true));
+        fs.unpin_kernel_file(a, true);
+        assert_eq!(pager.clean_pages(), 6, "an open that wrote nothing kept them");
+        assert!(fs.pin_kernel_file(a, true));
+        let inode = fs.file(a).unwrap();
+        // The kernel's write through the open, into the memory file.
+        assert_eq!(data_lock(&inode).read().kernel().unwrap().write(2 * PAGE, b"kernel").0, 6);
+        fs.unpin_kernel_file(a, true);
+        evict_all(&fs, a);
+        let st = pager.stats();
+        assert_eq!((st.page_outs, st.clean_reused), (outs + 1, 5), "only the page it changed was written: {st:?}");
+        let mut want = vec![1u8; 6 * P];
+        want[2 * P..2 * P + 6].copy_from_slice(b"kernel");
+        assert_eq!(fs.read(a, 0, 6 * P as u32).unwrap(), want);
     }
 
     /// Paged-out pages of a memory file are room no other writer may take:
