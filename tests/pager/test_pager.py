@@ -1707,6 +1707,73 @@ def test_hot_set_survives_a_tar_of_files_written_after_it():
         assert read_whole(hot) == hot_data
 
 
+def test_whole_file_direct_reads_by_several_readers_under_a_tiny_ceiling_come_back_whole():
+    """A judge's walk (2026-12-07), `cache=metadata` under `ram=8M` with a
+    store: three processes each reading their own 1-12 MiB files whole,
+    one pread each, got short reads (113 of 1,400 in 20 s, a cut in the
+    last 4 KiB before a MiB boundary) and now and then EIO. A 1 MiB READ
+    whose page-in could not finish (its pages pushing each other out)
+    fell back to reading through from copies loaded with no lock held,
+    and failed with EIO when reclaim took more of its pages meanwhile;
+    the kernel's direct I/O returns what came before a failed request as
+    a short read. The fallback loads under the file's read lock now."""
+    pool = binary_pool(16 * MIB) + text_data(16 * MIB)
+    seconds = 8
+    with scratch_dir() as back, memfs(f"size=1G,ram=8M,cache=metadata,compress=off,backing={back}") as mnt:
+        def reader(k, out):
+            rng = random.Random(k)
+            files = {}
+            for i in range(3):
+                path = os.path.join(mnt, f"r{k}_{i}")
+                n = rng.randrange(MIB, 12 * MIB)
+                at = rng.randrange(0, len(pool) - n)
+                with open(path, "wb") as f:
+                    f.write(pool[at:at + n])
+                files[path] = pool[at:at + n]
+            reads, bad = 0, []
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                path = rng.choice(list(files))
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    got = os.pread(fd, len(files[path]) + 10, 0)
+                    if got != files[path]:
+                        bad.append(f"{os.path.basename(path)}: {len(got)} of {len(files[path])} bytes")
+                except OSError as e:
+                    bad.append(f"{os.path.basename(path)}: {e}")
+                finally:
+                    os.close(fd)
+                reads += 1
+            os.write(out, json.dumps([reads, bad[:5], len(bad)]).encode())
+        results = []
+        pids = []
+        for k in range(3):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                code = 0
+                try:
+                    reader(k, w)
+                except BaseException:
+                    code = 1
+                finally:
+                    os._exit(code)
+            os.close(w)
+            pids.append((pid, r))
+        for pid, r in pids:
+            with os.fdopen(r, "rb") as f:
+                text = f.read()
+            _, status = os.waitpid(pid, 0)
+            assert status == 0 and text, f"reader {pid} failed"
+            results.append(json.loads(text))
+        reads = sum(r[0] for r in results)
+        bad = sum(r[2] for r in results)
+        assert bad == 0, f"{bad} of {reads} whole-file reads came back wrong: " \
+            f"{[r[1] for r in results]}; {stats_line(pager_stats(mnt))}"
+        assert reads >= 30, f"only {reads} reads in {seconds} s"
+
+
 def test_hot_set_survives_a_tar_of_small_and_large_files():
     """A judge's walk (2026-12-06, twenty-ninth session), the defaults as
     root: a hot set of small files and memory files, read until resident,
