@@ -84,7 +84,20 @@ impl Fs {
         let mut pinned_run = 0;
         // Waits for a busy memory file ([`PROBATION_WAITS`]).
         let mut waits = 0;
-        while !p.admits(need) && budget > 0 {
+        loop {
+            if p.admits(need) {
+                // It fits now (other workers may take the room before the
+                // caller's write does: it tries again). Before, the loop
+                // ended here and the result asked again: with 4 workers
+                // and 3 writers under `ram=48M` that second look found the
+                // room taken, reported that nothing could leave RAM, and
+                // writes got ENOSPC with 25 MiB compressed and the store
+                // nearly empty.
+                return true;
+            }
+            if budget == 0 {
+                break;
+            }
             // The compressed tier past its share first: evicting more only
             // grows it (measured: memory files on probation kept being
             // compressed until the tier held 70% of the ceiling and the hot

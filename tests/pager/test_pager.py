@@ -28,6 +28,7 @@ import random
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -602,11 +603,18 @@ def test_without_a_store_df_counts_no_room_for_small_files_that_do_not_compress(
     counted only for pages that compress (sampled), and `memfs stat`'s
     avail is df's. A judge's walk: 6 MiB of small random files resident
     under ram=16M, the rest text; df said 31 MiB more would fit where 11-14
-    did, and `memfs stat` said size minus used."""
-    text = text_data(40 * MIB)
+    did, and `memfs stat` said size minus used.
+
+    Here at twice that scale (ram=32M, 12 MiB random): what the daemon
+    holds beyond its pages (the arenas' free slots, the allocator's heap,
+    the io_uring queues' buffers) swings by about 2 MB between a quiet
+    second and a fill, and the room freed below is taken compressed, at
+    about 2:1. Under ram=16M, where that room is 2-4 MB, df looked in the
+    quiet said 9 MiB where 4 fit, 1 run in 8 over io_uring."""
+    text = text_data(40 * MIB)  # taken round again where the fill needs more
     chunk = 64 * KIB  # small files: heap pages, below passthrough_min=
-    with memfs("size=1G,ram=16M") as mnt:
-        for i in range(96):
+    with memfs("size=1G,ram=32M") as mnt:
+        for i in range(192):
             with open(os.path.join(mnt, f"n{i:02d}"), "wb") as f:
                 f.write(os.urandom(chunk))
         off = 0
@@ -626,7 +634,7 @@ def test_without_a_store_df_counts_no_room_for_small_files_that_do_not_compress(
                     assert err == ENOSPC_ERRNO, err
                     return n * chunk + done
                 n += 1
-                assert n < 4096, "never ENOSPC"
+                assert n < 8192, "never ENOSPC"
 
         first = fill("t")
         # Free a third of the text, then see what df says and what fits.
@@ -1772,6 +1780,54 @@ def test_whole_file_direct_reads_by_several_readers_under_a_tiny_ceiling_come_ba
         assert bad == 0, f"{bad} of {reads} whole-file reads came back wrong: " \
             f"{[r[1] for r in results]}; {stats_line(pager_stats(mnt))}"
         assert reads >= 30, f"only {reads} reads in {seconds} s"
+
+
+def test_concurrent_writers_with_a_store_never_get_enospc():
+    """A judge's walk (2026-12-07): three processes rewriting 1-30 MiB
+    files (O_TRUNC, 1 MiB writes) under `ram=48M` with a store, the
+    ceiling changed live, over io_uring (two queues) or `threads=4`: now
+    and then a write came back short or ENOSPC, the store nearly empty.
+    Reclaim found the room there when it looked, then looked again before
+    returning; another worker had taken it meanwhile, and reclaim reported
+    that nothing could leave RAM. Nine 60 s runs of the walk's script had
+    2-3 such writes each; three since, none. A 20 s run here, at a steady
+    ceiling (the race needs no change of it), caught it on the build
+    before in 2 runs of 3."""
+    pool = binary_pool(16 * MIB) + text_data(16 * MIB)
+    seconds = 20
+    with scratch_dir() as back, memfs(f"size=1G,ram=48M,threads=4,backing={back}") as mnt:
+        stop = time.monotonic() + seconds
+        failures = []
+
+        def writer(k):
+            rng = random.Random(k)
+            while time.monotonic() < stop:
+                path = os.path.join(mnt, f"w{k}_{rng.randrange(4)}")
+                size = rng.randrange(MIB, 30 * MIB)
+                at = rng.randrange(0, len(pool) - size)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                off = 0
+                try:
+                    while off < size:
+                        chunk = pool[at + off:at + min(size, off + MIB)]
+                        n = os.write(fd, chunk)
+                        if n != len(chunk):
+                            failures.append(f"{path} at {off}: {n} of {len(chunk)} bytes")
+                            break
+                        off += n
+                except OSError as e:
+                    failures.append(f"{path} at {off}: {e}")
+                finally:
+                    os.close(fd)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        s = pager_stats(mnt)
+        assert not failures, f"{len(failures)} writes failed with room on the store: {failures[:5]}; {stats_line(s)}"
+        assert s["backing_full_total"] == 0, stats_line(s)
 
 
 def test_hot_set_survives_a_tar_of_small_and_large_files():
