@@ -21,7 +21,7 @@
 //! given back at once; near a full `size=` an overwrite of such a file may
 //! come back short where a heap file's would not.
 
-use super::data::{copy_out, FileData};
+use super::data::{copy_out, in_runs, FileData};
 use super::inode::{Inode, Meta};
 use super::memfile::{KernelStat, MemFile};
 use super::rw::{data_lock, FallocMode, Whence};
@@ -39,12 +39,6 @@ const MAX_STALLED_ROUNDS: u32 = 1000;
 /// Pages spanned by `[off, off+len)` (len > 0).
 fn pages_spanned(off: u64, len: u64) -> u64 {
     (off + len - 1) / PAGE_SIZE - off / PAGE_SIZE + 1
-}
-
-/// Whether page `idx` is in one of `runs` (sorted `[start, end)` page runs).
-fn in_runs(runs: &[(u64, u64)], idx: u64) -> bool {
-    let i = runs.partition_point(|&(_, end)| end <= idx);
-    runs.get(i).is_some_and(|&(start, _)| start <= idx)
 }
 
 impl Fs {
@@ -851,8 +845,10 @@ impl Fs {
             let unwritten = self.kfallocate_unwritten(inode, &mut lock.write(), off, len, mode);
             if let Some(result) = unwritten {
                 // Pages fallocated again are data now, a zeroed range's
-                // left RAM (no lock held).
+                // left RAM (no lock held); the unwritten pages' room is
+                // this file's, not the memory files' limit's to offer.
                 self.settle_ceiling();
+                self.rebalance_after_moving();
                 return result;
             }
         }
@@ -916,7 +912,8 @@ impl Fs {
     /// Paged-out pages are data already and stay out. A zero range
     /// ([`Fs::zero_to_unwritten`]) makes its whole pages such slots too.
     /// None where this does not apply, and then the memory file allocates,
-    /// as tmpfs: a pinned file (the kernel writes it directly), or, but for
+    /// as tmpfs: a pinned file or one a mapping holds (the kernel writes
+    /// it directly), or, but for
     /// a zero range, a memory file memfs has fallocated before (SEEK_DATA
     /// cannot say where such pages are).
     fn kfallocate_unwritten(
@@ -928,7 +925,9 @@ impl Fs {
         mode: FallocMode,
     ) -> Option<FsResult<()>> {
         let f = data.kernel()?;
-        if f.pinned() || (f.has_fallocated() && !mode.zero_range) {
+        // Held elsewhere: a mapping made through a passthrough open outlives
+        // it and writes the memory file, pages this map would count again.
+        if f.pinned() || (f.has_fallocated() && !mode.zero_range) || f.held_elsewhere() {
             return None;
         }
         let st = f.stat().ok()?;
@@ -989,23 +988,21 @@ impl Fs {
         }
         let f = data.kernel().ok_or(FsError::Io)?;
         f.punch_hole(off, len).map_err(|_| FsError::Io)?;
-        // Whole pages are holes now; an edge page still in the file keeps
-        // its (zeroed) place. One that is a hole is allocated as the
-        // heap's would be: an unwritten slot, or, in a file memfs
-        // fallocated in before (SEEK_DATA cannot tell a hole from such a
-        // page), allocated in the memory file as before.
+        // Whole pages are holes now; an edge page with data keeps its
+        // (zeroed) place. One without is zeros, and becomes an unwritten
+        // slot as the heap's would. In a file memfs fallocated in before,
+        // such a page may be a fallocated page of the memory file
+        // (SEEK_DATA cannot tell one from a hole): punched first, else it
+        // stayed there, RAM that no page-out could find (a review).
         let runs = f.data_page_runs(first, last).map_err(|_| FsError::Io)?;
-        let fallocated = f.has_fallocated();
-        let edge = |idx: u64| idx < first_full || idx >= last_full;
-        let mut edges = vec![first, last - 1];
-        edges.dedup();
-        for idx in edges.into_iter().filter(|&i| edge(i)) {
-            if fallocated && !in_runs(&runs, idx) && data.kernel_missing(idx, idx + 1, |_| false) == 1 {
-                let f = data.kernel().ok_or(FsError::Io)?;
-                f.allocate(idx * PAGE_SIZE, PAGE_SIZE).map_err(|_| FsError::Io)?;
+        if f.has_fallocated() {
+            let mut edges = vec![first, last - 1];
+            edges.dedup();
+            for idx in edges.into_iter().filter(|&i| (i < first_full || i >= last_full) && !in_runs(&runs, i)) {
+                f.punch_hole(idx * PAGE_SIZE, PAGE_SIZE).map_err(|_| FsError::Io)?;
             }
         }
-        data.kernel_allocate(first, last, |idx| in_runs(&runs, idx) || (fallocated && edge(idx)));
+        data.kernel_allocate(first, last, |idx| in_runs(&runs, idx));
         Ok(())
     }
 
@@ -1016,8 +1013,8 @@ impl Fs {
     /// None where the memory file cannot say.
     fn room_to_allocate(&self, data: &FileData, first: u64, last: u64) -> Option<FsResult<Vec<(u64, u64)>>> {
         let runs = data.kernel()?.data_page_runs(first, last).ok()?;
-        let missing = data.kernel_missing(first, last, |idx| in_runs(&runs, idx));
-        if !self.usage.charge_pages(missing) {
+        let missing = data.kernel_missing(first, last, &runs);
+        if !self.usage.charge_allocation(missing) {
             return Some(Err(FsError::NoSpace));
         }
         self.usage.uncharge_pages(missing);

@@ -173,7 +173,7 @@ impl Fs {
     /// opens that may write (`KernelStore::pinned_writers`, SeqCst with the
     /// pin: a batch counted after that open's limit was computed sees the
     /// pin); a reader takes no room.
-    fn rebalance_after_moving(&self) {
+    pub(super) fn rebalance_after_moving(&self) {
         if self.kernel_store.as_ref().is_some_and(|s| s.pinned_writers() > 0) {
             self.rebalance_kernel_limit();
         }
@@ -499,7 +499,10 @@ impl Fs {
                 && data
                     .kernel()
                     .is_some_and(|f| !f.pinned() && f.read(idx * PAGE, PAGE as usize).is_ok_and(|now| now == *copy))
-                && data.cold_between(idx, idx + 1).is_empty();
+                // No slot of any kind: a page zero-ranged meanwhile is an
+                // unwritten slot over a hole that reads as the zeros copied
+                // (a review: put over it, SEEK_DATA then saw data).
+                && data.kernel_missing(idx, idx + 1, &[]) == 1;
             let punched = unchanged && data.kernel().is_some_and(|f| f.punch_hole(idx * PAGE, PAGE).is_ok());
             if !punched {
                 give_back(p, *id, slot, copy_use, copy);
@@ -999,6 +1002,72 @@ mod tests {
         assert_eq!(fs.write(a, 0, &vec![9u8; 70 * P], &ME), Ok(70 * P));
         assert_eq!(fs.getattr(a).unwrap().blocks, 71 * 8);
         assert_eq!(fs.read(a, 69 * PAGE, P as u32 + 5).unwrap(), [vec![9u8; P], vec![0u8; 5]].concat());
+    }
+
+    /// A zero range whose edge pages are pages memfs fallocated in the
+    /// memory file (while a passthrough open pinned it) leaves none of
+    /// them there: they became unwritten slots, counted once. Before, the
+    /// memory file allocated them again: RAM that SEEK_DATA, and so no
+    /// page-out, could find (a review).
+    #[test]
+    fn a_zero_range_leaves_no_fallocated_edge_in_the_memory_file() {
+        let zero = super::super::FallocMode { punch_hole: false, keep_size: true, zero_range: true };
+        let alloc = super::super::FallocMode { zero_range: false, keep_size: false, ..zero };
+        let (fs, pager) = mount(16);
+        let a = file(&fs, "a", 4, 2);
+        assert!(fs.pin_kernel_file(a, true));
+        fs.fallocate(a, 4 * PAGE, 8 * PAGE, alloc).unwrap(); // in the memory file: pinned
+        fs.unpin_kernel_file(a, true);
+        let in_file = |fs: &Fs| fs.with_kernel_file(a, |f| f.stat().unwrap().pages).unwrap();
+        assert_eq!(in_file(&fs), 12);
+        let blocks = fs.getattr(a).unwrap().blocks;
+        // Edges in pages 5 and 10, both fallocated; 6..10 whole.
+        fs.fallocate(a, 5 * PAGE + 100, 5 * PAGE, zero).unwrap();
+        assert_eq!(fs.getattr(a).unwrap().blocks, blocks, "the same pages, counted once");
+        assert_eq!(in_file(&fs), 12 - 6, "pages 5..11 left the memory file");
+        let want = [vec![2u8; P], vec![0u8; 8 * P]].concat();
+        assert!(fs.read(a, 3 * PAGE, 9 * P as u32).unwrap() == want, "zeros after the data");
+        assert!(pager.ram_bytes() <= 16 * PAGE);
+    }
+
+    /// A fallocate or zero range of 1 EiB on a mount with `size=`
+    /// unlimited gets ENOSPC at once and changes nothing: it walked 2^48
+    /// pages under the file's lock (a memory file under a ceiling counted
+    /// its missing pages one by one; any file then allocated them one by
+    /// one), a worker hung for good (a review). With a `size=`, counted
+    /// from the slots and the memory file's data runs, and refused.
+    #[test]
+    fn an_exabyte_fallocate_is_refused_at_once() {
+        use super::super::{FallocMode, FsError};
+        let zero = FallocMode { punch_hole: false, keep_size: true, zero_range: true };
+        let alloc = FallocMode { zero_range: false, ..zero };
+        let (fs, pager) = mount(16);
+        let a = file(&fs, "a", 8, 5); // a memory file
+        let h = fs.mknod(ROOT_INO, b"h", libc::S_IFREG | 0o644, 0, 0, &ME).unwrap().ino;
+        assert_eq!(fs.write(h, 0, b"heap", &ME), Ok(4));
+        for ino in [a, h] {
+            let blocks = fs.getattr(ino).unwrap().blocks;
+            for mode in [zero, alloc] {
+                assert_eq!(fs.fallocate(ino, PAGE, 1 << 60, mode), Err(FsError::NoSpace), "{ino} {mode:?}");
+            }
+            assert_eq!(fs.getattr(ino).unwrap().blocks, blocks, "nothing allocated");
+        }
+        assert_eq!(fs.read(a, 0, 8 * P as u32).unwrap(), vec![5u8; 8 * P]);
+        assert!(pager.ram_bytes() <= 16 * PAGE);
+        // Under a size= the count is exact: 3 pages are data, 2 slots.
+        let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
+        let cfg = PagerConfig { ram: 16 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };
+        let mut cfg = FsConfig { pager: Some(Arc::new(Pager::new(cfg))), ..FsConfig::with_limits(40, 0) };
+        cfg.kernel_files = Some((KernelStore::memfd(), 2 * PAGE));
+        let fs = Fs::new(cfg);
+        let b = file(&fs, "b", 3, 1);
+        fs.fallocate(b, 10 * PAGE, 2 * PAGE, alloc).unwrap();
+        assert_eq!(fs.fallocate(b, 0, 1 << 60, zero), Err(FsError::NoSpace));
+        // 40 pages: 5 held, 35 more fit in [0, 40), not in [0, 41).
+        assert_eq!(fs.fallocate(b, 0, 41 * PAGE, alloc), Err(FsError::NoSpace));
+        fs.fallocate(b, 0, 40 * PAGE, alloc).unwrap();
+        assert_eq!(fs.getattr(b).unwrap().blocks, 40 * 8);
+        assert_eq!(fs.read(b, 0, 4).unwrap(), vec![1u8; 4]);
     }
 
     /// A write into pages a fallocate reserved succeeds on a full file

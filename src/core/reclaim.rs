@@ -706,12 +706,15 @@ pub(super) fn leaving_slots(
                 new[i] = Some(Slot::Zip(Arc::new(PageBuf::exact(&z))));
                 uses[i] = CopyUse::Kept;
             }
-            None => match p.take_checked_clean(*id) {
+            // Taken only if the copy there now is still of these bytes:
+            // checked above with no lock held since, it may have been
+            // given up and another kept for the page meanwhile (a review).
+            None => match p.take_clean(*id, bytes) {
                 Some(r) => {
                     new[i] = Some(Slot::Disk(r));
                     uses[i] = CopyUse::Taken;
                 }
-                None => rest.push(i), // gone meanwhile (the store filled)
+                None => rest.push(i), // gone or changed meanwhile (the store filled)
             },
         }
     }

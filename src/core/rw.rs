@@ -299,7 +299,7 @@ impl Fs {
             return Ok(());
         }
         let missing = data.missing_pages(off, len);
-        if !self.usage.charge_pages(missing) {
+        if !self.usage.charge_allocation(missing) {
             return Err(FsError::NoSpace);
         }
         let added = if mode.zero_range {

@@ -152,6 +152,16 @@ fn set_limit(limit: &AtomicU64, max: u64, used: &AtomicU64, scale: u64) -> bool 
 }
 
 /// Add `n` to `used` unless that passes `limit` (0 = none; units of `scale`).
+/// The machine's RAM in pages (at least one), as sysconf says.
+fn phys_pages() -> u64 {
+    static PAGES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGES.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
+        ((pages.max(1) as u64).saturating_mul(page.max(1) as u64) / PAGE_SIZE).max(1)
+    })
+}
+
 fn try_add(used: &AtomicU64, n: u64, limit: &AtomicU64, scale: u64) -> bool {
     let cap = || match limit.load(Ordering::SeqCst) {
         0 => u64::MAX,
@@ -274,6 +284,19 @@ impl Usage {
             self.note_reused(n.saturating_mul(PAGE_SIZE));
         }
         ok
+    }
+
+    /// Charge `n` pages a fallocate adds. As [`Usage::charge_pages`], and
+    /// with `size=` unlimited (0) at most as many pages as the machine has
+    /// RAM at once: each costs a slot of the page map even where it holds
+    /// no RAM, and `fallocate -l 1E` of such a mount walked 2^48 pages
+    /// under the file's lock (a review), where it now gets ENOSPC. tmpfs
+    /// without a limit tries, until memory runs out.
+    pub fn charge_allocation(&self, n: u64) -> bool {
+        if self.max_pages.load(Ordering::SeqCst) == 0 && n > phys_pages() {
+            return false;
+        }
+        self.charge_pages(n)
     }
 
     /// Charge as many of `n` pages as fit under `size=`; how many were charged.

@@ -172,14 +172,6 @@ impl CleanCopies {
         Ok(false)
     }
 
-    /// Take page `id`'s copy, its bytes checked already ([`CleanCopies::check`]).
-    pub fn take_checked(&self, id: PageId) -> Option<DiskRef> {
-        let mut map = self.map.lock();
-        let c = map.remove(&(id.ino, id.idx));
-        self.set_len(&map);
-        c.map(|c| c.r)
-    }
-
     /// Give up the copies of pages `[from, to)` of file `ino`; returns
     /// their slots, for the caller to free.
     pub fn drop_range(&self, ino: Ino, from: u64, to: u64) -> Vec<DiskRef> {

@@ -1062,13 +1062,6 @@ impl Pager {
         }
     }
 
-    /// The slot page `id` may take without a write, its bytes found to be
-    /// its clean copy's by [`Pager::check_clean`] (nothing else changes a
-    /// resident page's copy but giving it up).
-    pub(super) fn take_checked_clean(&self, id: PageId) -> Option<DiskRef> {
-        self.clean.take_checked(id)
-    }
-
     /// A clean copy taken for page `id`, leaving RAM with `bytes`, was not
     /// used (the page-out failed): slot `r` is its clean copy again,
     /// unless the store has no room for copies now.
