@@ -836,6 +836,18 @@ impl Fs {
         let paged = self.pager.as_deref().is_some_and(|p| p.limit() > 0);
         let end = off + len;
         let (first, last) = (off / PAGE_SIZE, end.div_ceil(PAGE_SIZE));
+        if !mode.punch_hole && self.usage.past_allocation_cap(last - first) {
+            // With size= unlimited, asked before anything is paged in: the
+            // memory file's own fallocate would take pages until RAM ran
+            // out (Usage::charge_allocation). Counted exactly only here,
+            // where the range alone passes the bound.
+            let data = lock.read();
+            let f = data.kernel().ok_or(FsError::Io)?;
+            let runs = f.data_page_runs(first, last).map_err(|_| FsError::Io)?;
+            if self.usage.past_allocation_cap(data.kernel_missing(first, last, &runs)) {
+                return Err(FsError::NoSpace);
+            }
+        }
         if mode.punch_hole || (paged && mode.zero_range) {
             // Only the edge pages keep bytes; paged-out pages inside go.
             self.kernel_page_in(inode, first, first + 1, true)?;

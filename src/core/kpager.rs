@@ -495,10 +495,12 @@ impl Fs {
         let held = data.kernel().is_some_and(|f| f.pinned() || f.held_elsewhere());
         for ((((idx, id), copy), slot), copy_use) in idxs.into_iter().zip(&ids).zip(&copies).zip(slots).zip(uses) {
             let Some(slot) = slot else { continue };
+            // Still data: a page punched, or cut and grown again, meanwhile
+            // is a hole that reads as the zeros copied (a review).
             let unchanged = !held
-                && data
-                    .kernel()
-                    .is_some_and(|f| !f.pinned() && f.read(idx * PAGE, PAGE as usize).is_ok_and(|now| now == *copy))
+                && data.kernel().is_some_and(|f| {
+                    !f.pinned() && f.has_data(idx) && f.read(idx * PAGE, PAGE as usize).is_ok_and(|now| now == *copy)
+                })
                 // No slot of any kind: a page zero-ranged meanwhile is an
                 // unwritten slot over a hole that reads as the zeros copied
                 // (a review: put over it, SEEK_DATA then saw data).
@@ -1052,8 +1054,22 @@ mod tests {
             }
             assert_eq!(fs.getattr(ino).unwrap().blocks, blocks, "nothing allocated");
         }
+        // Pinned (a passthrough open), the memory file would allocate it:
+        // refused before it is asked.
+        assert!(fs.pin_kernel_file(a, true));
+        for mode in [zero, alloc] {
+            assert_eq!(fs.fallocate(a, PAGE, 1 << 60, mode), Err(FsError::NoSpace), "pinned {mode:?}");
+        }
+        fs.unpin_kernel_file(a, true);
         assert_eq!(fs.read(a, 0, 8 * P as u32).unwrap(), vec![5u8; 8 * P]);
         assert!(pager.ram_bytes() <= 16 * PAGE);
+        // Without a ceiling too.
+        let mut cfg = FsConfig::with_limits(0, 0);
+        cfg.kernel_files = Some((KernelStore::memfd(), 2 * PAGE));
+        let plain = Fs::new(cfg);
+        let m = file(&plain, "m", 8, 6);
+        assert_eq!(plain.fallocate(m, PAGE, 1 << 60, alloc), Err(FsError::NoSpace));
+        assert_eq!(plain.getattr(m).unwrap().blocks, 8 * 8);
         // Under a size= the count is exact: 3 pages are data, 2 slots.
         let backing = Backing::with_io(Box::new(MemIo::new()), 1000, "test".into());
         let cfg = PagerConfig { ram: 16 * PAGE, codec: Codec::Off, backing: Some(backing), readahead: 0 };

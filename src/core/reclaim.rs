@@ -18,6 +18,10 @@ use crate::sync::{Arc, RwLock};
 /// Pages reclaim moves, and write-back writes, at a time.
 const BATCH: usize = 32;
 
+/// Batches one write-back call tries while each finds its pages all
+/// changed meanwhile ([`Fs::write_back`]).
+const WRITE_BACK_TRIES: usize = 4;
+
 /// How soon the background reclaimer tries again when busy files kept
 /// RAM over the ceiling.
 const RETRY_BUSY: std::time::Duration = std::time::Duration::from_millis(10);
@@ -102,7 +106,7 @@ impl Fs {
             // grows it (measured: memory files on probation kept being
             // compressed until the tier held 70% of the ceiling and the hot
             // set no longer fit in what was left).
-            if p.zip_over_share() && self.write_back(p) > 0 {
+            if p.zip_over_share() && self.write_back(p, &mut busy) > 0 {
                 moved = true;
                 continue;
             }
@@ -121,7 +125,7 @@ impl Fs {
                 continue;
             }
             busy |= was_busy;
-            if p.zip_before_main() && self.write_back(p) > 0 {
+            if p.zip_before_main() && self.write_back(p, &mut busy) > 0 {
                 moved = true;
                 continue;
             }
@@ -155,7 +159,7 @@ impl Fs {
                 // 4 MiB files under ram=16M took an 8 MiB hot set from
                 // 100% resident to 40% while its own compressed pages
                 // stayed in RAM). As `zip_before_main` for heap pages.
-                if p.zip_before_kernel_in_use() && self.write_back(p) > 0 {
+                if p.zip_before_kernel_in_use() && self.write_back(p, &mut busy) > 0 {
                     moved = true;
                     continue;
                 }
@@ -165,7 +169,7 @@ impl Fs {
                     moved = true;
                     continue;
                 }
-                if self.write_back(p) == 0 {
+                if self.write_back(p, &mut busy) == 0 {
                     if !moved && !busy && p.has_kept() {
                         // The queues ran dry and the pages kept apart have
                         // nowhere to go: a whole pass found nothing.
@@ -187,7 +191,7 @@ impl Fs {
             }
             moved |= round_moved;
             pinned_run = if all_pinned { pinned_run + tried } else { 0 };
-            if all_pinned && self.write_back(p) == 0 {
+            if all_pinned && self.write_back(p, &mut busy) == 0 {
                 // The heap's pages left do not compress and there is
                 // nowhere to write them: memory files in use are all that
                 // can give room now. Before, reclaim stopped here without
@@ -351,22 +355,50 @@ impl Fs {
 
     /// Write the oldest compressed pages (up to a batch) to the backing
     /// store in a few large writes. Returns how many went (0: none left,
-    /// the store refused, or their files were busy).
-    fn write_back(&self, p: &Pager) -> usize {
+    /// the store refused, or their files were busy: then `busy` is set).
+    ///
+    /// A page whose file is busy is set aside for the next call, and the
+    /// batch goes on with the pages after it; before, the batch stopped
+    /// there, and while a reader held that file every call wrote nothing
+    /// and said so, which reclaim took for "no compressed page can go"
+    /// (a review). Batches whose pages all changed meanwhile (rewritten,
+    /// truncated) are followed by another, a few at most, for the same
+    /// reason.
+    fn write_back(&self, p: &Pager, busy: &mut bool) -> usize {
         let Some(b) = p.backing() else { return 0 };
         if p.store_full() {
             p.store_was_full();
             return 0;
         }
         p.store_had_room();
+        let mut went = 0;
+        for _ in 0..WRITE_BACK_TRIES {
+            let (n, tried) = self.write_back_batch(p, b, busy);
+            went += n;
+            if n > 0 || !tried {
+                break;
+            }
+        }
+        went
+    }
+
+    /// One batch of [`Fs::write_back`]: how many pages went, and whether
+    /// any was tried (false: none left but busy ones).
+    fn write_back_batch(&self, p: &Pager, b: &Backing, busy: &mut bool) -> (usize, bool) {
         let mut batch = vec![];
-        while batch.len() < BATCH {
+        let mut aside: Vec<PageId> = vec![];
+        while batch.len() < BATCH && aside.len() < BATCH {
             let Some(id) = p.next_zipped() else { break };
+            // A file found busy once in this batch is not waited for again.
+            if aside.iter().any(|a| a.ino == id.ino) {
+                aside.push(id);
+                continue;
+            }
             let Some(inode) = self.page_file(id) else { continue };
             let zipped = match content(&inode).try_read_for(LOCK_PATIENCE) {
                 None => {
-                    p.unpop_zipped(id);
-                    break;
+                    aside.push(id);
+                    continue;
                 }
                 Some(data) => data.zipped(id.idx),
             };
@@ -374,6 +406,12 @@ impl Fs {
                 batch.push((id, inode, z));
             }
         }
+        *busy |= !aside.is_empty();
+        // Back at the front, in their order, for the next call.
+        for id in aside.into_iter().rev() {
+            p.unpop_zipped(id);
+        }
+        let tried = !batch.is_empty();
         let ids: Vec<PageId> = batch.iter().map(|(id, _, _)| *id).collect();
         let zipped: Vec<&[u8]> = batch.iter().map(|(_, _, z)| &z[..]).collect();
         let stored = zipped_slots(p, b, &ids, &zipped);
@@ -396,6 +434,7 @@ impl Fs {
                         None => {
                             b.free(&r); // busy: try this page again later
                             p.unpop_zipped(id);
+                            *busy = true;
                         }
                     }
                 }
@@ -405,7 +444,7 @@ impl Fs {
                 }
             }
         }
-        went
+        (went, tried)
     }
 
     /// Load the paged-out pages `cold` with no lock held, after making room
@@ -1136,6 +1175,36 @@ mod tests {
     /// A page read back that compresses leaves RAM as any page does, for
     /// the compressed tier (the warm tier keeps its place), and its clean
     /// copy stays: the write-back takes it, with no write.
+    /// Write-back passes over a busy file's compressed pages to the ones
+    /// after them, says it met a busy file, and takes the passed-over pages
+    /// on its next call. Before, it stopped at the first and wrote nothing
+    /// while that file's lock was held, which reclaim took for "no
+    /// compressed page can go".
+    #[test]
+    fn write_back_goes_past_a_busy_files_pages() {
+        let io = MemIo::new();
+        let fs = mount_on(io, 100, 8, Codec::Lz4, 0);
+        let p = fs.pager.clone().unwrap();
+        let a = file(&fs, "a", 3, 1);
+        let b = file(&fs, "b", 3, 2);
+        let c = file(&fs, "c", 8, 3); // a's and b's pages make room for it
+        assert_eq!((fs.tiers(a).unwrap(), fs.tiers(b).unwrap()), ((0, 3, 0), (0, 3, 0)), "{:?}", p.stats());
+        let held = fs.file(a).unwrap();
+        let guard = content(&held).write();
+        let mut busy = false;
+        assert!(fs.write_back(&p, &mut busy) >= 3, "b's pages (and c's), past a's");
+        assert!(busy);
+        drop(guard);
+        assert_eq!((fs.tiers(a).unwrap(), fs.tiers(b).unwrap()), ((0, 3, 0), (0, 0, 3)));
+        let mut busy = false;
+        assert_eq!(fs.write_back(&p, &mut busy), 3, "a's, now");
+        assert!(!busy);
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 3));
+        for (ino, fill, pages) in [(a, 1u8, 3), (b, 2, 3), (c, 3, 8)] {
+            assert!(fs.read(ino, 0, pages * PAGE as u32).unwrap() == vec![fill; (pages * PAGE as u32) as usize]);
+        }
+    }
+
     #[test]
     fn a_page_read_back_goes_to_the_compressed_tier_and_its_write_back_writes_nothing() {
         let io = MemIo::new();

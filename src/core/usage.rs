@@ -151,17 +151,21 @@ fn set_limit(limit: &AtomicU64, max: u64, used: &AtomicU64, scale: u64) -> bool 
     false
 }
 
-/// Add `n` to `used` unless that passes `limit` (0 = none; units of `scale`).
-/// The machine's RAM in pages (at least one), as sysconf says.
+/// The machine's RAM in pages, as sysconf says (the host's, in a
+/// container); no bound where sysconf cannot say.
 fn phys_pages() -> u64 {
     static PAGES: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *PAGES.get_or_init(|| {
         // SAFETY: sysconf has no memory-safety preconditions.
         let (pages, page) = unsafe { (libc::sysconf(libc::_SC_PHYS_PAGES), libc::sysconf(libc::_SC_PAGESIZE)) };
-        ((pages.max(1) as u64).saturating_mul(page.max(1) as u64) / PAGE_SIZE).max(1)
+        if pages <= 0 || page <= 0 {
+            return u64::MAX;
+        }
+        ((pages as u64).saturating_mul(page as u64) / PAGE_SIZE).max(1)
     })
 }
 
+/// Add `n` to `used` unless that passes `limit` (0 = none; units of `scale`).
 fn try_add(used: &AtomicU64, n: u64, limit: &AtomicU64, scale: u64) -> bool {
     let cap = || match limit.load(Ordering::SeqCst) {
         0 => u64::MAX,
@@ -293,10 +297,14 @@ impl Usage {
     /// under the file's lock (a review), where it now gets ENOSPC. tmpfs
     /// without a limit tries, until memory runs out.
     pub fn charge_allocation(&self, n: u64) -> bool {
-        if self.max_pages.load(Ordering::SeqCst) == 0 && n > phys_pages() {
-            return false;
-        }
-        self.charge_pages(n)
+        !self.past_allocation_cap(n) && self.charge_pages(n)
+    }
+
+    /// Whether a fallocate adding `n` pages passes the bound
+    /// [`Usage::charge_allocation`] keeps with `size=` unlimited (a memory
+    /// file allocating in the kernel asks before the kernel does it).
+    pub fn past_allocation_cap(&self, n: u64) -> bool {
+        self.max_pages.load(Ordering::SeqCst) == 0 && n > phys_pages()
     }
 
     /// Charge as many of `n` pages as fit under `size=`; how many were charged.
