@@ -21,6 +21,10 @@ const BATCH: usize = 32;
 /// Batches one write-back call tries while each finds its pages all
 /// changed meanwhile ([`Fs::write_back`]).
 const WRITE_BACK_TRIES: usize = 4;
+/// Busy files a write-back batch waits for ([`LOCK_PATIENCE`] each) before
+/// it stops, and compressed pages it looks at, at most.
+const BUSY_FILES_MAX: usize = 4;
+const WRITE_BACK_SCAN: usize = 8 * BATCH;
 
 /// How soon the background reclaimer tries again when busy files kept
 /// RAM over the ceiling.
@@ -361,9 +365,9 @@ impl Fs {
     /// batch goes on with the pages after it; before, the batch stopped
     /// there, and while a reader held that file every call wrote nothing
     /// and said so, which reclaim took for "no compressed page can go"
-    /// (a review). Batches whose pages all changed meanwhile (rewritten,
-    /// truncated) are followed by another, a few at most, for the same
-    /// reason.
+    /// (a review). A batch whose pages all changed meanwhile (rewritten,
+    /// truncated) is followed by another, a few at most, for the same
+    /// reason; not one that met a store error or a busy file.
     fn write_back(&self, p: &Pager, busy: &mut bool) -> usize {
         let Some(b) = p.backing() else { return 0 };
         if p.store_full() {
@@ -373,9 +377,9 @@ impl Fs {
         p.store_had_room();
         let mut went = 0;
         for _ in 0..WRITE_BACK_TRIES {
-            let (n, tried) = self.write_back_batch(p, b, busy);
+            let (n, again) = self.write_back_batch(p, b, busy);
             went += n;
-            if n > 0 || !tried {
+            if !again {
                 break;
             }
         }
@@ -383,20 +387,30 @@ impl Fs {
     }
 
     /// One batch of [`Fs::write_back`]: how many pages went, and whether
-    /// any was tried (false: none left but busy ones).
+    /// another batch may do better (every page tried had changed
+    /// meanwhile; not after a store error or a busy file, which the next
+    /// batch would meet again).
     fn write_back_batch(&self, p: &Pager, b: &Backing, busy: &mut bool) -> (usize, bool) {
         let mut batch = vec![];
         let mut aside: Vec<PageId> = vec![];
-        while batch.len() < BATCH && aside.len() < BATCH {
+        let mut busy_files: Vec<Ino> = vec![];
+        let mut popped = 0;
+        // A busy file's pages are set aside without counting against the
+        // batch: a memory file's page-outs queue its pages in runs of 32,
+        // and a cap on the pages set aside left the batch empty behind any
+        // such run (a review).
+        while batch.len() < BATCH && busy_files.len() < BUSY_FILES_MAX && popped < WRITE_BACK_SCAN {
             let Some(id) = p.next_zipped() else { break };
+            popped += 1;
             // A file found busy once in this batch is not waited for again.
-            if aside.iter().any(|a| a.ino == id.ino) {
+            if busy_files.contains(&id.ino) {
                 aside.push(id);
                 continue;
             }
             let Some(inode) = self.page_file(id) else { continue };
             let zipped = match content(&inode).try_read_for(LOCK_PATIENCE) {
                 None => {
+                    busy_files.push(id.ino);
                     aside.push(id);
                     continue;
                 }
@@ -411,7 +425,7 @@ impl Fs {
         for id in aside.into_iter().rev() {
             p.unpop_zipped(id);
         }
-        let tried = !batch.is_empty();
+        let mut again = !batch.is_empty();
         let ids: Vec<PageId> = batch.iter().map(|(id, _, _)| *id).collect();
         let zipped: Vec<&[u8]> = batch.iter().map(|(_, _, z)| &z[..]).collect();
         let stored = zipped_slots(p, b, &ids, &zipped);
@@ -430,21 +444,23 @@ impl Fs {
                             }
                             went += 1;
                         }
-                        Some(false) => b.free(&r),
+                        Some(false) => b.free(&r), // changed meanwhile
                         None => {
                             b.free(&r); // busy: try this page again later
                             p.unpop_zipped(id);
                             *busy = true;
+                            again = false;
                         }
                     }
                 }
                 Err(e) => {
                     p.store_failed(&e);
                     p.unpop_zipped(id);
+                    again = false;
                 }
             }
         }
-        (went, tried)
+        (went, again && went == 0)
     }
 
     /// Load the paged-out pages `cold` with no lock held, after making room
@@ -1172,39 +1188,40 @@ mod tests {
         assert_eq!(fs.read(a, 0, 3 * PAGE as u32).unwrap(), vec![1u8; 3 * PAGE as usize]);
     }
 
-    /// A page read back that compresses leaves RAM as any page does, for
-    /// the compressed tier (the warm tier keeps its place), and its clean
-    /// copy stays: the write-back takes it, with no write.
     /// Write-back passes over a busy file's compressed pages to the ones
     /// after them, says it met a busy file, and takes the passed-over pages
     /// on its next call. Before, it stopped at the first and wrote nothing
     /// while that file's lock was held, which reclaim took for "no
-    /// compressed page can go".
+    /// compressed page can go"; and a first version still wrote nothing
+    /// behind a busy file's run of 32 pages or more (a review).
     #[test]
     fn write_back_goes_past_a_busy_files_pages() {
         let io = MemIo::new();
-        let fs = mount_on(io, 100, 8, Codec::Lz4, 0);
+        let fs = mount_on(io, 200, 8, Codec::Lz4, 0);
         let p = fs.pager.clone().unwrap();
-        let a = file(&fs, "a", 3, 1);
+        let a = file(&fs, "a", 40, 1);
         let b = file(&fs, "b", 3, 2);
         let c = file(&fs, "c", 8, 3); // a's and b's pages make room for it
-        assert_eq!((fs.tiers(a).unwrap(), fs.tiers(b).unwrap()), ((0, 3, 0), (0, 3, 0)), "{:?}", p.stats());
+        assert_eq!((fs.tiers(a).unwrap(), fs.tiers(b).unwrap()), ((0, 40, 0), (0, 3, 0)), "{:?}", p.stats());
         let held = fs.file(a).unwrap();
         let guard = content(&held).write();
         let mut busy = false;
         assert!(fs.write_back(&p, &mut busy) >= 3, "b's pages (and c's), past a's");
         assert!(busy);
         drop(guard);
-        assert_eq!((fs.tiers(a).unwrap(), fs.tiers(b).unwrap()), ((0, 3, 0), (0, 0, 3)));
+        assert_eq!((fs.tiers(a).unwrap(), fs.tiers(b).unwrap()), ((0, 40, 0), (0, 0, 3)));
         let mut busy = false;
-        assert_eq!(fs.write_back(&p, &mut busy), 3, "a's, now");
+        assert_eq!(fs.write_back(&p, &mut busy) + fs.write_back(&p, &mut busy), 40, "a's, now");
         assert!(!busy);
-        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 3));
-        for (ino, fill, pages) in [(a, 1u8, 3), (b, 2, 3), (c, 3, 8)] {
+        assert_eq!(fs.tiers(a).unwrap(), (0, 0, 40));
+        for (ino, fill, pages) in [(a, 1u8, 40), (b, 2, 3), (c, 3, 8)] {
             assert!(fs.read(ino, 0, pages * PAGE as u32).unwrap() == vec![fill; (pages * PAGE as u32) as usize]);
         }
     }
 
+    /// A page read back that compresses leaves RAM as any page does, for
+    /// the compressed tier (the warm tier keeps its place), and its clean
+    /// copy stays: the write-back takes it, with no write.
     #[test]
     fn a_page_read_back_goes_to_the_compressed_tier_and_its_write_back_writes_nothing() {
         let io = MemIo::new();
