@@ -61,6 +61,27 @@ fn release(p: &Pager, slot: Slot) {
     }
 }
 
+/// What a round of reclaim found: the room asked for, pages moved out of
+/// RAM, pages it could have moved but whose files were busy.
+#[derive(Clone, Copy, Debug)]
+struct Room {
+    fits: bool,
+    moved: bool,
+    busy: bool,
+}
+
+impl Room {
+    /// Whether the caller may try again: see [`Fs::make_room`].
+    fn could(self) -> bool {
+        self.fits || self.moved || self.busy
+    }
+
+    /// Busy files were all that stood between reclaim and the room.
+    fn only_busy(self) -> bool {
+        self.busy && !self.fits && !self.moved
+    }
+}
+
 impl Fs {
     /// Run reclaim until `need` more bytes fit under the ceiling. Returns
     /// whether they fit now, or reclaim at least moved something out, or
@@ -73,12 +94,18 @@ impl Fs {
     /// backing store goes in a few large writes; a round may free up to a
     /// batch more than asked, which spares the next requests a round.
     pub(super) fn make_room(&self, need: u64) -> bool {
-        let Some(p) = self.pager.as_deref() else { return true };
+        self.make_room_why(need).could()
+    }
+
+    /// [`Fs::make_room`], saying why it could.
+    fn make_room_why(&self, need: u64) -> Room {
+        let fits = Room { fits: true, moved: false, busy: false };
+        let Some(p) = self.pager.as_deref() else { return fits };
         // Never ask for more than a quarter of the ceiling at once (and at
         // least a page): a large request is served in several rounds.
         let need = need.min(p.limit() / 4).max(PAGE).min(p.limit());
         if p.admits(need) {
-            return true;
+            return fits;
         }
         let _one_reclaimer = p.reclaim_lock();
         p.refresh_clean_room();
@@ -101,7 +128,7 @@ impl Fs {
                 // room taken, reported that nothing could leave RAM, and
                 // writes got ENOSPC with 25 MiB compressed and the store
                 // nearly empty.
-                return true;
+                return fits;
             }
             if budget == 0 {
                 break;
@@ -132,6 +159,16 @@ impl Fs {
             if p.zip_before_main() && self.write_back(p, &mut busy) > 0 {
                 moved = true;
                 continue;
+            }
+            // Memory files in use, by their own clock, before a page of
+            // main: they are main's peers (core/kpager.rs).
+            if p.next_is_main() {
+                let (n, was_busy) = self.evict_unreferenced(p, BATCH);
+                busy |= was_busy;
+                if n > 0 {
+                    moved = true;
+                    continue;
+                }
             }
             let mut victims = vec![];
             while victims.len() < BATCH && budget > 0 {
@@ -222,7 +259,7 @@ impl Fs {
                 }
             }
         }
-        p.admits(need) || moved || busy
+        Room { fits: p.admits(need), moved, busy }
     }
 
     /// The background reclaimer's work (src/reclaimer.rs): wait up to
@@ -261,7 +298,8 @@ impl Fs {
         }
         if woken && p.limit() > 0 {
             // Room for the gap between the ceiling and the low watermark.
-            let could = self.make_room(p.limit() - p.low_watermark());
+            let room = self.make_room_why(p.limit() - p.low_watermark());
+            let could = room.could();
             // Nothing could leave RAM (a full mount without a store, its
             // pages not compressing): wait to be woken rather than wake
             // ourselves again at once, which kept a CPU busy for good.
@@ -271,7 +309,11 @@ impl Fs {
             // come back soon. Waiting for the next page to arrive could be
             // waiting forever, when the reads that passed the ceiling were
             // the last ones (seen over io_uring: 4.5 MB held under ram=2M).
-            if could && p.charged_bytes() > p.limit() {
+            // Nor straight back when busy files were all that stopped it
+            // below the ceiling: the pressure still stands, and the wait
+            // above would return at once, round after round, for as long
+            // as a writer holds its file.
+            if could && (p.charged_bytes() > p.limit() || room.only_busy()) {
                 std::thread::sleep(RETRY_BUSY);
                 p.check_pressure();
             }
@@ -1556,6 +1598,31 @@ mod tests {
     /// ram=64M for a promise of 82.4, 9 MiB of it heap no figure counted),
     /// within the index and a quarter of the ceiling, so that reclaim can
     /// always get under it.
+    /// Between the high watermark and the ceiling, with the only file
+    /// that could give pages busy, the background reclaimer waits before
+    /// its next round: the pressure still stands, and without the wait it
+    /// came straight back, round after round, as long as the file's
+    /// holder kept it.
+    #[test]
+    fn the_reclaimer_waits_while_busy_files_are_all_that_stop_it() {
+        let (fs, pager, _io) = mount_with_ram(400, 256);
+        let a = file(&fs, "a", 252, 1);
+        let charged = pager.charged_bytes();
+        assert!(charged > 248 * PAGE && charged <= 256 * PAGE, "between the watermarks: {:?}", pager.stats());
+        pager.check_pressure();
+        let held = fs.file(a).unwrap();
+        let guard = content(&held).write();
+        let t0 = std::time::Instant::now();
+        assert!(fs.reclaim_ahead(std::time::Duration::from_millis(1)));
+        assert!(t0.elapsed() >= RETRY_BUSY, "came back at once: {:?}", t0.elapsed());
+        drop(guard);
+        assert_eq!(fs.tiers(a).unwrap().0, 252, "nothing moved while busy");
+        pager.check_pressure();
+        assert!(fs.reclaim_ahead(std::time::Duration::from_millis(1)));
+        assert!(pager.charged_bytes() <= pager.low_watermark(), "{:?}", pager.stats());
+        assert!(fs.read(a, 0, 252 * PAGE as u32).unwrap() == vec![1u8; 252 * PAGE as usize]);
+    }
+
     #[test]
     fn memory_the_process_holds_beyond_the_estimate_is_charged() {
         // The process as the test makes it: a base, the arenas' pages (the
