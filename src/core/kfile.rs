@@ -600,7 +600,7 @@ impl Fs {
             data = crate::sync::RwLockWriteGuard::downgrade(w);
         }
         let f = data.kernel().ok_or(FsError::Io)?;
-        f.read_at(self.use_clock());
+        f.touch();
         let mut m = inode.meta();
         let len = n(&m) as usize;
         self.read_accessed(&mut m);
@@ -663,7 +663,7 @@ impl Fs {
         }
         self.read_accessed(&mut m);
         drop(m);
-        f.read_at(self.use_clock());
+        f.touch();
         let mut bytes = f.read(off, len as usize).map_err(|_| FsError::Io)?;
         for ((idx, c), page) in cold.iter().zip(&pages) {
             // A page punched out of the memory file reads as zeros there.

@@ -7,15 +7,11 @@
 //! does not see the reads and writes of passthrough opens, so it has no
 //! reference bits for them. The policy for them is by file, in S3-FIFO's
 //! spirit: a memory file opened once since it was last paged out whole is
-//! on probation; one opened again soon after its first use (or soon after
-//! a page-out from probation: its ghost) is in use. Reclaim takes pages
-//! from the probation file used longest ago first, then asks S3-FIFO for
-//! heap pages; where the next would come from main, memory files in use
-//! are main's peers: one that main's clock hand has gone a whole turn past
-//! since its last use gives pages first (`evict_unreferenced`). Then compressed
-//! pages go back to the store (where there is one), and last the files in
-//! use whatever their marks (longest ago first). No file a passthrough
-//! open holds is touched. So a one-pass scan
+//! on probation; one opened again is in use. Reclaim takes pages from the
+//! probation file used longest ago first, then asks S3-FIFO for heap
+//! pages, then writes compressed pages back to the store (where there is
+//! one), and only then takes from memory files in use (longest ago
+//! first). No file a passthrough open holds is touched. So a one-pass scan
 //! pages out its own earlier pages, not the files in use, and its pages
 //! do not stay in the compressed tier at their expense. A paged-out page
 //! of a memory file sits in the file's page map as a `Zip` or `Disk` slot
@@ -43,7 +39,7 @@
 
 use super::data::{FileData, Slot};
 use super::inode::{Inode, InodeRef};
-use super::memfile::{MemFile, UseClock};
+use super::memfile::MemFile;
 use super::pager::backing::Backing;
 use super::pager::policy::PageId;
 use super::pager::{Pager, PAGE};
@@ -275,11 +271,10 @@ impl Fs {
                 continue;
             };
             let Some(f) = data.kernel() else { continue };
-            let in_use = f.in_use();
-            if f.pinned() || f.pages_seen() == 0 || (probation && in_use) {
+            if f.pinned() || f.pages_seen() == 0 || (probation && f.in_use()) {
                 continue;
             }
-            let key = (in_use, f.last_use());
+            let key = (f.in_use(), f.last_use());
             drop(data);
             victims.push((key, inode));
         }
@@ -299,49 +294,6 @@ impl Fs {
         }
         if !probation && !busy && p.backing().is_none_or(Backing::full) {
             p.note_kernel_futile(); // every page of every memory file tried: none compresses
-        }
-        (0, busy)
-    }
-
-    /// Memory files in use as main's peers, where reclaim would next take
-    /// a page from S3-FIFO's main: page out up to `max` pages of the file in
-    /// use, unpinned, used longest ago, if main's clock hand has gone a
-    /// whole turn (as many steps as main holds pages) since its last use:
-    /// a page of main that a whole turn finds unreferenced leaves, and such
-    /// a file is colder than that. Before, files in use gave pages only
-    /// once no heap page was left, so a file opened twice and then no more
-    /// held its RAM while the hot set in main went round and out: a judge's
-    /// walk read a hot set of small files three times under `ram=64M`, then
-    /// scanned large and small files, and every hot page went to the store
-    /// while 40 MB of large files from the scan (some opened twice through
-    /// two hard links, some reopened soon after the first pass had paged
-    /// them out) stayed. Returns the pages moved, and whether a file was
-    /// busy.
-    pub(super) fn evict_unreferenced(&self, p: &Pager, max: usize) -> (u64, bool) {
-        let (now, turn) = p.main_clock();
-        let mut files: Vec<(u64, InodeRef)> = vec![];
-        let mut busy = false;
-        for ino in self.kernel_file_inos() {
-            let Ok(inode) = self.get(ino) else { continue };
-            let Some(data) = inode.file().and_then(|l| l.try_read()) else {
-                busy = true;
-                continue;
-            };
-            let Some(f) = data.kernel() else { continue };
-            if f.pinned() || f.pages_seen() == 0 || !f.in_use() || now.saturating_sub(f.used_step()) <= turn {
-                continue;
-            }
-            let last = f.last_use();
-            drop(data);
-            files.push((last, inode));
-        }
-        files.sort_by_key(|(last, _)| *last);
-        for (_, inode) in files {
-            let (moved, was_busy) = self.page_out_next(p, &inode, max);
-            busy |= was_busy;
-            if moved > 0 {
-                return (moved, busy);
-            }
         }
         (0, busy)
     }
@@ -395,16 +347,6 @@ impl Fs {
         }
     }
 
-    /// The pager's counts that a memory file's use is judged by.
-    pub(super) fn use_clock(&self) -> UseClock {
-        self.pager.as_deref().map_or(UseClock::default(), |p| UseClock {
-            evictions: p.evictions(),
-            main_steps: p.main_clock().0,
-            ghost_window: p.ghost_window(),
-            small_window: p.small_window(),
-        })
-    }
-
     /// Regular file `ino` was opened for reading: counts toward keeping a
     /// memory file in RAM (a heap file: [`FileData::note_open`]). A file paged out whole from probation and opened
     /// again within the pager's ghost window (as many pages as `main` may
@@ -413,11 +355,11 @@ impl Fs {
     /// to the compressed tier pages itself out on every pass, oldest first,
     /// and never gets past probation (case 2 of the pager benchmark: 21%).
     pub fn note_open(&self, ino: Ino) {
-        let clock = self.use_clock();
+        let (evictions, window) = self.pager.as_deref().map_or((0, 0), |p| (p.evictions(), p.ghost_window()));
         if let Ok(inode) = self.file(ino) {
             let data = data_lock(&inode).read();
             match data.kernel() {
-                Some(f) => f.opened(clock),
+                Some(f) => f.opened(evictions, window),
                 None => data.note_open(), // a heap file: its pages (core/data.rs)
             }
         }
@@ -447,7 +389,7 @@ impl Fs {
     pub(super) fn prime_memory_file(&self, inode: &Inode, from: u64, max: usize) -> FsResult<(u64, Option<u64>)> {
         let lock = data_lock(inode);
         if let Some(f) = lock.read().kernel() {
-            f.primed(self.use_clock()); // before its pages come: the settles below must not take them
+            f.primed(); // before its pages come: the settles below must not take them
         }
         let (mut loaded, mut from) = (0, from);
         // A batch of at most a quarter of the ceiling: a batch passes the
@@ -1457,70 +1399,23 @@ mod tests {
         assert!(!in_use(far), "reopened after 12 more evictions: probation");
     }
 
-    /// S3-FIFO's small queue, by file: a second open puts a memory file in
-    /// use only while its first use is recent (a tenth of the ceiling's
-    /// pages evicted since its first open or its last read through memfs);
-    /// later, it is a first open again. `memfs prime` puts a file in use.
+    /// `memfs prime` puts a memory file in use: reclaim takes files on
+    /// probation first, and took a primed file's pages before any other's.
     #[test]
-    fn a_second_open_long_after_the_first_is_probation_and_a_primed_file_is_in_use() {
-        let (fs, _pager) = mount(40); // the small window: 4 pages
+    fn a_primed_memory_file_is_in_use_and_outlives_files_on_probation() {
+        let (fs, _pager) = mount(12);
         let in_use = |ino| fs.with_kernel_file(ino, |f| f.in_use()).unwrap();
-        let soon = file(&fs, "soon", 4, 1);
-        let late = file(&fs, "late", 4, 2);
-        fs.note_open(soon);
-        fs.note_open(late);
-        let other = file(&fs, "other", 4, 3);
-        assert_eq!(fs.evict_file(other, 0, 100).unwrap().0, 4);
-        fs.note_open(soon);
-        assert!(in_use(soon), "4 evictions since its first open: within the window");
-        let more = file(&fs, "more", 2, 4);
-        assert_eq!(fs.evict_file(more, 0, 100).unwrap().0, 2);
-        fs.note_open(late);
-        assert!(!in_use(late), "6 evictions since its first open: a first open again");
-        fs.note_open(late);
-        assert!(in_use(late), "and opened again at once: in use");
-        // A read through memfs after the first open is where the window
-        // starts from (a file read through the daemon loads as it goes).
-        let big = file(&fs, "big", 8, 5);
-        fs.note_open(big);
-        for i in 0..2 {
-            let o = file(&fs, &format!("o{i}"), 4, 6);
-            assert_eq!(fs.evict_file(o, 0, 100).unwrap().0, 4);
-        }
-        assert_eq!(fs.read(big, 0, 8 * P as u32).unwrap(), vec![5u8; 8 * P]);
-        fs.note_open(big);
-        assert!(in_use(big), "8 evictions since its first open, none since its read");
-        // Primed: in use without an open, and reclaim takes others first.
         let primed = file(&fs, "primed", 4, 7);
         assert_eq!(fs.evict_file(primed, 0, 100).unwrap().0, 4);
         assert!(!in_use(primed));
         assert_eq!(fs.prime_file(primed, 0, 100).unwrap(), (4, None));
         assert!(in_use(primed));
-        assert_eq!(fs.tiers(primed).unwrap().0, 4);
+        let other = file(&fs, "other", 4, 8);
+        fs.note_open(other);
+        let more = file(&fs, "more", 8, 9); // room for it comes from `other`, on probation
+        assert_eq!(fs.tiers(primed).unwrap().0, 4, "the primed file gave pages first");
         assert_eq!(fs.read(primed, 0, 4 * P as u32).unwrap(), vec![7u8; 4 * P]);
-    }
-
-    /// Memory files in use as main's peers: one that main's clock hand has
-    /// gone a whole turn past since its last use gives pages, the one used
-    /// longest ago first; one used since stays.
-    #[test]
-    fn a_file_in_use_that_mains_clock_went_a_turn_past_gives_pages() {
-        let (fs, pager) = mount(40);
-        let old = file(&fs, "old", 4, 1);
-        let recent = file(&fs, "recent", 4, 2);
-        for ino in [old, recent, old, recent] {
-            fs.note_open(ino);
-        }
-        assert_eq!(fs.evict_memory_file_pages(&pager, 4, true).0, 0, "nothing on probation");
-        let turn = pager.main_clock().1;
-        pager.step_main(turn);
-        assert_eq!(fs.evict_unreferenced(&pager, 4).0, 0, "a turn, not past it");
-        pager.step_main(1);
-        fs.note_open(recent);
-        assert_eq!(fs.evict_unreferenced(&pager, 4).0, 4);
-        assert_eq!((fs.tiers(old).unwrap().0, fs.tiers(recent).unwrap().0), (0, 4));
-        assert_eq!(fs.evict_unreferenced(&pager, 4).0, 0, "recent was used since");
-        assert_eq!(fs.read(old, 0, 4 * P as u32).unwrap(), vec![1u8; 4 * P]);
+        assert_eq!(fs.read(more, 0, 8 * P as u32).unwrap(), vec![9u8; 8 * P]);
     }
 
     /// A memory file none of whose pages can leave RAM (they do not

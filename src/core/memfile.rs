@@ -150,13 +150,6 @@ pub struct MemFile {
     /// file opened once is on probation and goes before those opened again
     /// (a one-pass scan must not push out files in use; core/kpager.rs).
     opens: AtomicU32,
-    /// The pager's eviction count at the open that put the file on
-    /// probation: a second open counts only while that one is recent
-    /// ([`MemFile::opened`]).
-    first_open: AtomicU64,
-    /// Main's clock (core/pager `main_clock`) at the file's last use: an
-    /// open, a read through memfs, a prime ([`MemFile::used_step`]).
-    used_step: AtomicU64,
     /// The pager's eviction count when the file was last paged out whole
     /// while on probation after a read open ([`NO_GHOST`]: not since): the
     /// file's ghost, as S3-FIFO keeps for a page evicted from its small
@@ -183,22 +176,6 @@ pub struct MemFile {
     /// next file made from it, and dropped with it. Registering and
     /// unregistering a backing id cost a small new file about 5 µs each.
     attached: Mutex<Option<Attached>>,
-}
-
-/// The pager's counts as a memory file's open is judged by them
-/// ([`MemFile::opened`]); all 0 without a pager.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct UseClock {
-    /// Pages moved out of RAM so far.
-    pub evictions: u64,
-    /// Steps of main's clock hand so far.
-    pub main_steps: u64,
-    /// How many may have left since a file was paged out whole for its
-    /// ghost to count.
-    pub ghost_window: u64,
-    /// How many may have left between a first open and a second for the
-    /// second to put the file in use.
-    pub small_window: u64,
 }
 
 /// [`MemFile::ghost`]: no ghost.
@@ -510,8 +487,6 @@ impl KernelStore {
             probe: self.tells,
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
-            first_open: AtomicU64::new(0),
-            used_step: AtomicU64::new(0),
             ghost: AtomicU64::new(NO_GHOST),
             out_from: AtomicU64::new(0),
             fresh: AtomicBool::new(false),
@@ -593,64 +568,17 @@ impl MemFile {
     }
 
     /// The file was opened for reading; `evictions` is the pager's count of
-    /// pages moved out of RAM so far, `window` how many may have left
-    /// since the file was paged out for its ghost to still count, and
-    /// `small` how many may have left since its first open for a second
-    /// one to count (0 and 0 without a pager).
-    ///
-    /// The second rule is S3-FIFO's small queue: an object referenced
-    /// again *while there* goes to main; one that has flowed out of it
-    /// (and out of the ghost) starts again. Probation is not bounded as the
-    /// small queue is, so the bound is on the time between the first use
-    /// and the second open: `small` evictions since the first open or the
-    /// last read through memfs after it ([`MemFile::read_at`]: a file read
-    /// through the daemon loads its pages as it is read, which may push
-    /// out as many). A passthrough open loads at most 1 MiB of its file
-    /// (core/kpager.rs, `PIN_COLD_MAX`), well within the window. Before, any
-    /// second open put a file in use, however long after the first: a
-    /// judge's walk scanned 1.1 GB under `ram=64M` twice, and every large
-    /// file the first scan left resident was in use after the second,
-    /// held RAM ahead of every heap page and took the hot set's place.
-    pub fn opened(&self, clock: UseClock) {
-        let UseClock { evictions, ghost_window: window, small_window: small, .. } = clock;
+    /// pages moved out of RAM so far and `window` how many may have left
+    /// since the file was paged out for its ghost to still count (0
+    /// without a pager).
+    pub fn opened(&self, evictions: u64, window: u64) {
         let ghost = self.ghost.swap(NO_GHOST, Ordering::Relaxed);
         let again = ghost != NO_GHOST && evictions.saturating_sub(ghost) <= window;
-        let soon = evictions.saturating_sub(self.first_open.load(Ordering::Relaxed)) <= small;
-        let was = self.opens.load(Ordering::Relaxed);
-        let opens = match (again, was) {
-            (true, _) | (false, 2..) => 2,
-            (false, 1) if soon => 2,
-            _ => 1, // a first open, or a second too long after the first: probation anew
-        };
-        if opens == 1 {
-            self.first_open.store(evictions, Ordering::Relaxed);
-        }
-        self.opens.store(opens, Ordering::Relaxed);
-        self.used(clock);
-    }
-
-    /// memfs serves a read of the file now (`evictions`: the pager's count,
-    /// 0 without one): a use, and while the file is on probation after one
-    /// open the point its second open is measured from ([`MemFile::opened`]).
-    pub fn read_at(&self, clock: UseClock) {
-        if self.opens.load(Ordering::Relaxed) == 1 {
-            self.first_open.store(clock.evictions, Ordering::Relaxed);
-        }
-        self.used(clock);
-    }
-
-    fn used(&self, clock: UseClock) {
-        self.used_step.store(clock.main_steps, Ordering::Relaxed);
+        let _ = self.opens.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            let n = if again { 2 } else { n + 1 };
+            Some(n.min(2))
+        });
         self.touch();
-    }
-
-    /// `memfs prime` loaded the file: the user asked for it in RAM, so it
-    /// is in use, as a file opened again soon is (on probation, reclaim
-    /// took a primed file first, before any other: a judge's walk primed
-    /// a 1.2 MiB program under `ram=64M` and found 17% of it resident).
-    pub fn primed(&self, clock: UseClock) {
-        self.opens.store(2, Ordering::Relaxed);
-        self.used(clock);
     }
 
     /// The page reclaim's next page-out of this file starts from: where
@@ -687,11 +615,13 @@ impl MemFile {
         self.opens.load(Ordering::Relaxed) >= 2
     }
 
-    /// Main's clock at the file's last use: a file in use that main's hand
-    /// has since gone a whole turn past is as cold as a page that a turn
-    /// found unreferenced (core/kpager.rs, `evict_unreferenced`).
-    pub fn used_step(&self) -> u64 {
-        self.used_step.load(Ordering::Relaxed)
+    /// `memfs prime` loaded the file: the user asked for it in RAM, so it
+    /// is in use, as a file opened again is (on probation, reclaim took a
+    /// primed file first, before any other: a judge's walk primed a
+    /// 1.2 MiB program under `ram=64M` and found 17% of it resident).
+    pub fn primed(&self) {
+        self.opens.store(2, Ordering::Relaxed);
+        self.touch();
     }
 
     /// All its pages left RAM (the pager had moved `evictions` pages out

@@ -160,16 +160,6 @@ impl Fs {
                 moved = true;
                 continue;
             }
-            // Memory files in use, by their own clock, before a page of
-            // main: they are main's peers (core/kpager.rs).
-            if p.next_is_main() {
-                let (n, was_busy) = self.evict_unreferenced(p, BATCH);
-                busy |= was_busy;
-                if n > 0 {
-                    moved = true;
-                    continue;
-                }
-            }
             let mut victims = vec![];
             while victims.len() < BATCH && budget > 0 {
                 // A batch that reaches the main queue stops there while

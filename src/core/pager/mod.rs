@@ -323,8 +323,6 @@ struct Counters {
     read_through: AtomicU64,
     page_outs: AtomicU64,
     evictions: AtomicU64,
-    /// Candidates taken from S3-FIFO's main: the steps of its clock hand.
-    main_steps: AtomicU64,
     kept: AtomicU64,
     clean_reused: AtomicU64,
     checksum_errors: AtomicU64,
@@ -884,17 +882,6 @@ impl Pager {
         self.backing.is_some() && get(&self.c.zip_bytes) > 0 && self.policy.lock().next_is_main()
     }
 
-    /// As if main's hand had taken `n` more steps (tests).
-    #[cfg(test)]
-    pub(crate) fn step_main(&self, n: u64) {
-        bump(&self.c.main_steps, n);
-    }
-
-    /// Whether reclaim's next heap candidate comes from S3-FIFO's main.
-    pub(super) fn next_is_main(&self) -> bool {
-        self.policy.lock().next_is_main()
-    }
-
     /// Whether compressed pages should go to the backing store before a
     /// memory file in use gives pages (core/reclaim.rs `make_room`).
     pub(super) fn zip_before_kernel_in_use(&self) -> bool {
@@ -1264,19 +1251,7 @@ impl Pager {
 
     /// The next eviction candidate.
     pub(super) fn candidate(&self) -> Option<(PageId, Queue)> {
-        let next = self.policy.lock().candidate();
-        if matches!(next, Some((_, Queue::Main))) {
-            bump(&self.c.main_steps, 1);
-        }
-        next
-    }
-
-    /// Main's clock: the steps its hand has taken since mount, and how
-    /// many pages main holds (a whole turn). Memory files in use keep time
-    /// by it (core/kpager.rs `evict_unreferenced`).
-    pub(super) fn main_clock(&self) -> (u64, u64) {
-        let len = self.policy.lock().main_len() as u64;
-        (self.c.main_steps.load(Ordering::Relaxed), len)
+        self.policy.lock().candidate()
     }
 
     pub(super) fn report(&self, id: PageId, from: Queue, verdict: Verdict) {
@@ -1314,13 +1289,6 @@ impl Pager {
     /// nine tenths of the ceiling's pages, as the ghost queue's bound.
     pub(super) fn ghost_window(&self) -> u64 {
         self.limit() / PAGE * 9 / 10
-    }
-
-    /// How many pages may leave RAM between a memory file's first open and
-    /// its second for the second to put it in use (core/memfile.rs
-    /// `opened`): a tenth of the ceiling's pages, as S3-FIFO's small queue.
-    pub(super) fn small_window(&self) -> u64 {
-        self.limit() / PAGE / 10
     }
 
     /// Pages moved out of RAM other than through `report` (`memfs evict`).

@@ -130,11 +130,6 @@ impl S3Fifo {
         }
     }
 
-    /// Pages queued in `main`.
-    pub fn main_len(&self) -> usize {
-        self.main.len()
-    }
-
     /// Whether the next candidate will come from `main` (false when main
     /// is empty: with no heap pages queued at all, as when every resident
     /// page is a memory file's, there is no hot set here to protect, and
