@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 
 import native
 from filesystems import FileSystem
@@ -165,13 +166,21 @@ def _mounted(ctx, variant):
 
 
 def _check_transport(fs, variant):
-    """A run only counts if memfs really used the transport its row names."""
+    """A run only counts if memfs really used the transport its row names.
+    The io_uring queues register just after the mount is live (requests go
+    over /dev/fuse until the kernel has them all), so `io_uring_starting`
+    is waited out, for up to 5 s (a CI run once read it 0.1 s after mount)."""
     path = os.path.join(fs.path, ".memfs", "stats", "transport")
-    try:
-        with open(path) as f:
-            first = f.readline().strip()
-    except OSError as e:
-        raise BenchError(f"{path}: {e.strerror}") from None
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            with open(path) as f:
+                first = f.readline().strip()
+        except OSError as e:
+            raise BenchError(f"{path}: {e.strerror}") from None
+        if first != "transport: io_uring_starting" or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     if first != f"transport: {STATS_NAME[variant]}":
         raise BenchError(f"mounted with uring={OPTION[variant]} but stats/transport says {first!r}")
 
