@@ -63,8 +63,9 @@ pub enum Slot {
     /// Allocated by fallocate, never written: reads as zeros, a hole to SEEK_DATA.
     Unwritten,
     /// In RAM: the first `bytes.len()` bytes of the page (the rest read as
-    /// zeros). `refd`: [`UNREFERENCED`], [`REFERENCED`] (read or written
-    /// since the pager last looked) or [`PREFETCHED`].
+    /// zeros). `refd`: [`UNREFERENCED`], [`REFERENCED`] (or
+    /// [`REFERENCED_TWICE`], [`REFERENCED_THRICE`]: read or written since
+    /// the pager last looked), [`PREFETCHED`] or [`WRITTEN`].
     Ram { bytes: PageBuf, refd: AtomicU8 },
     /// Compressed in RAM (pager).
     Zip(Arc<PageBuf>),
@@ -113,8 +114,10 @@ impl Slot {
     }
 }
 
-/// Reference states of a resident page (the pager's CLOCK bit, plus one
-/// for pages read ahead that nobody has asked for yet).
+/// Reference states of a resident page: the pager's clock count (S3-FIFO
+/// counts a page's uses to 3, and each pass of main's clock takes one),
+/// plus states for pages read ahead that nobody has asked for yet and for
+/// pages only written.
 pub const UNREFERENCED: u8 = 0;
 pub const REFERENCED: u8 = 1;
 pub const PREFETCHED: u8 = 2;
@@ -123,6 +126,36 @@ pub const PREFETCHED: u8 = 2;
 /// sequential reader that then reads it (`cp`, then `tar c`) is a scan and
 /// does not take it to main; a random reader does, as for any page.
 pub const WRITTEN: u8 = 3;
+/// Used twice, and three times or more, since the pager last looked. With
+/// one bit a page, a hot page read three times and a scan's page read
+/// twice went round main's clock alike, and a memory file's token, which
+/// counts its opens to 3 (policy.rs), outlived hot pages it should not.
+pub const REFERENCED_TWICE: u8 = 4;
+pub const REFERENCED_THRICE: u8 = 5;
+
+/// Whether reference state `r` counts a use the clock has not taken yet.
+pub fn is_referenced(r: u8) -> bool {
+    matches!(r, REFERENCED | REFERENCED_TWICE | REFERENCED_THRICE)
+}
+
+/// One more use of a page in state `r`.
+fn used_again(r: u8) -> u8 {
+    match r {
+        REFERENCED => REFERENCED_TWICE,
+        REFERENCED_TWICE | REFERENCED_THRICE => REFERENCED_THRICE,
+        _ => REFERENCED,
+    }
+}
+
+/// One use fewer (a pass of the clock), or None for a page with none.
+fn one_use_taken(r: u8) -> Option<u8> {
+    match r {
+        REFERENCED => Some(UNREFERENCED),
+        REFERENCED_TWICE => Some(REFERENCED),
+        REFERENCED_THRICE => Some(REFERENCED_TWICE),
+        _ => None,
+    }
+}
 
 /// What a change of a page's slot does to its clean copy (pager/clean.rs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,7 +205,7 @@ impl Count {
 /// prefetched page was loaded for.
 fn touch(refd: &AtomicU8) {
     let _ = refd.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-        Some(if r == PREFETCHED { UNREFERENCED } else { REFERENCED })
+        Some(if r == PREFETCHED { UNREFERENCED } else { used_again(r) })
     });
 }
 
@@ -1052,7 +1085,7 @@ impl FileData {
             if bytes.len() >= end {
                 bytes[in_page..end].copy_from_slice(chunk);
                 if !written {
-                    refd.store(REFERENCED, Ordering::Relaxed);
+                    let _ = refd.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| Some(used_again(r)));
                 }
                 return;
             }
@@ -1220,7 +1253,7 @@ impl FileData {
     pub fn evict_candidate(&self, idx: u64) -> EvictCandidate {
         match self.get(idx) {
             Some(Slot::Ram { bytes, refd }) if !bytes.is_empty() => {
-                if refd.compare_exchange(REFERENCED, UNREFERENCED, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+                if refd.fetch_update(Ordering::Relaxed, Ordering::Relaxed, one_use_taken).is_ok() {
                     EvictCandidate::Referenced
                 } else {
                     EvictCandidate::Copy(Box::from(&bytes[..]))
@@ -1239,7 +1272,7 @@ impl FileData {
     pub fn swap_out(&mut self, idx: u64, copy: &[u8], new: Slot, keep_copy: bool) -> Result<u8, Slot> {
         match self.get(idx) {
             Some(Slot::Ram { bytes, refd }) if **bytes == *copy => match refd.load(Ordering::Relaxed) {
-                REFERENCED => Err(new),
+                r if is_referenced(r) => Err(new),
                 r => {
                     self.replace_with(idx, new, if keep_copy { CopyOp::Keep } else { CopyOp::GiveUp });
                     Ok(r)

@@ -8,6 +8,7 @@
 use super::arena::PageBuf;
 use super::data::{EvictCandidate, FileData, Slot, PREFETCHED, WRITTEN};
 use super::inode::{Inode, InodeRef};
+use super::memfile::ClockTurn;
 use super::pager::backing::{Backing, DiskRef};
 use super::pager::policy::{PageId, Queue, Verdict};
 use super::pager::{Cold, Fault, PageError, Pager, PAGE};
@@ -161,6 +162,7 @@ impl Fs {
                 continue;
             }
             let mut victims = vec![];
+            let mut token_moved = false;
             while victims.len() < BATCH && budget > 0 {
                 // A batch that reaches the main queue stops there while
                 // compressed pages could go to the store instead (the
@@ -174,6 +176,25 @@ impl Fs {
                 }
                 budget -= 1;
                 let Some((id, from)) = p.candidate() else { break };
+                if id.is_token() {
+                    // A memory file in use (policy.rs): its turn comes
+                    // after the heap pages taken so far have gone.
+                    if !victims.is_empty() {
+                        p.restore(vec![(id, from)]);
+                        break;
+                    }
+                    let (n, turn) = self.memory_file_turn(p, id.ino, BATCH);
+                    match turn {
+                        ClockTurn::Give => p.restore(vec![(id, from)]), // the rest of it next
+                        ClockTurn::Again => p.report(id, from, Verdict::Referenced),
+                        ClockTurn::Gone => {}
+                    }
+                    if n > 0 {
+                        token_moved = true;
+                        break;
+                    }
+                    continue;
+                }
                 match self.look_at(id) {
                     Ok(copy) => victims.push((id, from, copy)),
                     Err(verdict) => {
@@ -181,6 +202,10 @@ impl Fs {
                         p.report(id, from, verdict);
                     }
                 }
+            }
+            if token_moved {
+                moved = true;
+                continue;
             }
             if victims.is_empty() {
                 // Compressed pages to the store before a memory file in use
@@ -697,6 +722,9 @@ impl Fs {
             let Some(inode) = self.page_file(*id) else { return false };
             let keep = match content(&inode).try_read() {
                 None => true, // busy: keep, look again next time
+                // A memory file's token: main's clock drops it when the
+                // file is no longer in use.
+                Some(d) if id.is_token() => d.kernel().is_some(),
                 Some(d) if want_zip => d.zipped(id.idx).is_some(),
                 Some(d) => d.is_resident(id.idx),
             };
@@ -849,7 +877,7 @@ fn content(inode: &Inode) -> &RwLock<FileData> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::data::REFERENCED;
+    use super::super::data::{is_referenced, REFERENCED};
     use super::super::pager::backing::tests::MemIo;
     use super::super::pager::backing::Backing;
     use super::super::pager::codec::Codec;
@@ -1016,7 +1044,7 @@ mod tests {
         fs.evict_file(a, 0, 100).unwrap();
         fs.note_open(a); // a first open again
         fs.read(a, 0, 8 * PAGE as u32).unwrap();
-        assert!(states().iter().all(|s| *s != Some(REFERENCED)), "{:?}", states());
+        assert!(states().iter().all(|s| !s.is_some_and(is_referenced)), "{:?}", states());
     }
 
     #[test]

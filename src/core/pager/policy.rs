@@ -28,6 +28,18 @@
 //!   again is not tried again until one of those (it stays resident,
 //!   counted, as it was).
 //!
+//! - A memory file in use (core/kpager.rs) has a *token* in `main`, an id
+//!   of no page ([`PageId::token`]): memfs sees its opens, not its reads,
+//!   so the file is one object to the clock: it enters with no use, and
+//!   each later open gives it all three (core/memfile.rs `opened`). When
+//!   the clock reaches the token the pager
+//!   asks the file: used since, it loses a use and goes to the tail; not,
+//!   it gives a batch of pages and the token stays at the head until the
+//!   file has none left. Before tokens, files in use ranked after every
+//!   heap page, and a second scan whose large files got in use (opened
+//!   through two hard links, or again soon after a page-out) took the hot
+//!   set of small files (docs/PAGER.md, the walk of 2026-12-07).
+//!
 //! Ids may be stale (the page was freed, or its file deleted): the pager
 //! reports them as such and they are dropped. Queue entries are 16 bytes.
 
@@ -40,6 +52,17 @@ use super::super::types::Ino;
 pub struct PageId {
     pub ino: Ino,
     pub idx: u64,
+}
+
+impl PageId {
+    /// The token of memory file `ino` in main's clock (module comment).
+    pub fn token(ino: Ino) -> PageId {
+        PageId { ino, idx: u64::MAX }
+    }
+
+    pub fn is_token(&self) -> bool {
+        self.idx == u64::MAX
+    }
 }
 
 /// Which queue a candidate came from.
@@ -94,9 +117,22 @@ pub struct S3Fifo {
     ghost_written: HashSet<PageId>,
     /// Resident pages with nowhere to go (module comment).
     kept: VecDeque<PageId>,
+    /// Pages the ceiling holds, memory files' pages included: the
+    /// ghost's bound ([`S3Fifo::remember`]).
+    capacity: usize,
 }
 
 impl S3Fifo {
+    /// A policy for a ceiling of `pages` pages.
+    pub fn with_capacity(pages: usize) -> S3Fifo {
+        S3Fifo { capacity: pages, ..S3Fifo::default() }
+    }
+
+    /// The ceiling changed (a remount).
+    pub fn set_capacity(&mut self, pages: usize) {
+        self.capacity = pages;
+    }
+
     /// Queued ids (including stale ones).
     pub fn len(&self) -> usize {
         self.small.len() + self.main.len()
@@ -130,6 +166,11 @@ impl S3Fifo {
         }
     }
 
+    /// A memory file is in use: its token joins main's tail.
+    pub fn insert_token(&mut self, ino: Ino) {
+        self.main.push_back(PageId::token(ino));
+    }
+
     /// Whether the next candidate will come from `main` (false when main
     /// is empty: with no heap pages queued at all, as when every resident
     /// page is a memory file's, there is no hot set here to protect, and
@@ -151,7 +192,8 @@ impl S3Fifo {
             return vec![];
         }
         let step = len.div_ceil(n);
-        self.small.iter().chain(self.main.iter()).chain(self.kept.iter()).step_by(step).copied().collect()
+        let ids = self.small.iter().chain(self.main.iter()).chain(self.kept.iter());
+        ids.step_by(step).filter(|id| !id.is_token()).copied().collect()
     }
 
     /// The next page to look at, taken off its queue.
@@ -253,11 +295,18 @@ impl S3Fifo {
         if self.ghost_set.insert(id) {
             self.ghost.push_back(id);
         }
-        // As many as main may hold: nine tenths of the resident pages (the
-        // paper's sizing). Bounded by main's length instead, the ghost was
-        // empty while main was still filling, so a hot set read while RAM
-        // was full of other pages never reached main and a scan flushed it.
-        while self.ghost.len() > (self.len() * 9 / 10).max(self.main.len()).max(64) {
+        // As many as main may hold: nine tenths of the pages the ceiling
+        // holds (the paper's sizing). Bounded by main's length instead, the
+        // ghost was empty while main was still filling, so a hot set read
+        // while RAM was full of other pages never reached main and a scan
+        // flushed it. Bounded by the heap's queued pages, it was small
+        // while memory files held most of RAM: a hot set of small files
+        // larger than it flowed through small and out on every pass, never
+        // remembered long enough to reach main (a replay of the judge's
+        // walk of 2026-12-07: 2,954 hot pages, some 2,700 in the ghost,
+        // 329 resident after three passes).
+        let bound = (self.capacity * 9 / 10).max(self.len() * 9 / 10).max(self.main.len()).max(64);
+        while self.ghost.len() > bound {
             if let Some(old) = self.ghost.pop_front() {
                 self.ghost_set.remove(&old);
                 self.ghost_written.remove(&old);
@@ -371,6 +420,27 @@ mod tests {
             q.insert(id(i));
         }
         assert_eq!(q.main.len(), 300, "every page evicted early came back to main");
+    }
+
+    /// The ghost holds as many ids as nine tenths of the ceiling's pages,
+    /// however few heap pages are queued (memory files may hold the rest of
+    /// RAM): a hot set of small files larger than a ghost bounded by the
+    /// heap's queue passed through small and out on every read, never
+    /// reaching main.
+    #[test]
+    fn the_ghost_remembers_as_many_pages_as_the_ceiling_holds() {
+        let mut q = S3Fifo::with_capacity(4000);
+        for i in 0..3000 {
+            q.insert(id(i));
+            while q.len() > 200 {
+                let (c, from) = q.candidate().unwrap();
+                q.report(c, from, Verdict::Evicted);
+            }
+        }
+        for i in 0..2800 {
+            q.insert(id(i)); // read again: remembered
+        }
+        assert_eq!(q.main.len(), 2800, "a hot set of 2,800 pages reached main");
     }
 
     #[test]
