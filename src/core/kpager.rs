@@ -76,6 +76,24 @@ impl Drop for Loading<'_> {
         self.fs.kernel_loading.fetch_sub(self.pages, Ordering::AcqRel);
     }
 }
+/// What main's clock did at a memory file's token ([`Fs::memory_file_turn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TokenTurn {
+    /// The file gave these pages; the token stays at the head.
+    Moved(u64),
+    /// Used since its last turn: it lost a use, to the tail.
+    Again,
+    /// No longer a memory file in use: the token leaves the queue.
+    Gone,
+    /// Its turn, and nothing left RAM: its file was busy (a reader or
+    /// writer held it), a passthrough open holds it, or none of its pages
+    /// can go anywhere. To the tail, and not asked again in the same
+    /// reclaim call: a busy file's page-out copies and compresses a batch
+    /// before it finds the lock taken, and with few heap pages queued the
+    /// clock came back to it dozens of times a call (a review).
+    Nothing { busy: bool },
+}
+
 /// A memory file with more than this paged out is not paged in whole for
 /// a passthrough open ([`Fs::pin_kernel_file`]). Measured (60 libraries
 /// of 1-32 MiB, 437 MiB through `ram=64M`, 300 random 4 KiB reads after
@@ -305,24 +323,30 @@ impl Fs {
     }
 
     /// Main's clock reached the token of memory file `ino` (policy.rs):
-    /// up to `max` pages it moved out of RAM (the token then stays at the head), or
-    /// where the token goes. A file a passthrough open holds, or whose
-    /// pages cannot leave now, goes round again; a busy one too.
-    pub(super) fn memory_file_turn(&self, p: &Pager, ino: Ino, max: usize) -> (u64, ClockTurn) {
-        let Ok(inode) = self.get(ino) else { return (0, ClockTurn::Gone) };
-        let turn = {
-            let Some(data) = inode.file().and_then(|l| l.try_read()) else { return (0, ClockTurn::Again) };
-            let Some(f) = data.kernel() else { return (0, ClockTurn::Gone) };
-            match f.clock() {
-                ClockTurn::Give if f.pinned() || f.pages_seen() == 0 => ClockTurn::Again,
-                turn => turn,
+    /// what became of it, and of up to `max` of its pages.
+    pub(super) fn memory_file_turn(&self, p: &Pager, token: PageId, max: usize) -> TokenTurn {
+        let (ino, gen) = (token.ino, token.token_gen());
+        let Ok(inode) = self.get(ino) else { return TokenTurn::Gone };
+        {
+            let Some(data) = inode.file().and_then(|l| l.try_read()) else {
+                return TokenTurn::Nothing { busy: true };
+            };
+            let Some(f) = data.kernel() else { return TokenTurn::Gone };
+            match f.clock(gen) {
+                // Held by passthrough opens: nothing of it may leave.
+                ClockTurn::Give if f.pinned() || f.pages_seen() == 0 => return TokenTurn::Nothing { busy: false },
+                ClockTurn::Give => {}
+                ClockTurn::Again => return TokenTurn::Again,
+                ClockTurn::Gone => return TokenTurn::Gone,
             }
         };
-        if turn != ClockTurn::Give || p.kernel_futile_stands() {
-            return (0, if turn == ClockTurn::Give { ClockTurn::Again } else { turn });
+        if p.kernel_futile_stands() {
+            return TokenTurn::Nothing { busy: false };
         }
-        let (moved, _busy) = self.page_out_next(p, &inode, max);
-        (moved, if moved > 0 { ClockTurn::Give } else { ClockTurn::Again })
+        match self.page_out_next(p, &inode, max) {
+            (0, busy) => TokenTurn::Nothing { busy },
+            (moved, _) => TokenTurn::Moved(moved),
+        }
     }
 
     /// Page out up to `max` pages of memory file `inode` for reclaim, from
@@ -387,10 +411,8 @@ impl Fs {
             let data = data_lock(&inode).read();
             match data.kernel() {
                 Some(f) => {
-                    if f.opened(evictions, window) {
-                        if let Some(p) = self.pager.as_deref() {
-                            p.queue_token(ino);
-                        }
+                    if let (Some(gen), Some(p)) = (f.opened(evictions, window), self.pager.as_deref()) {
+                        p.queue_token(ino, gen);
                     }
                 }
                 None => data.note_open(), // a heap file: its pages (core/data.rs)
@@ -423,10 +445,8 @@ impl Fs {
         let lock = data_lock(inode);
         if let Some(f) = lock.read().kernel() {
             // Before its pages come: the settles below must not take them.
-            if f.primed() {
-                if let Some(p) = self.pager.as_deref() {
-                    p.queue_token(inode.ino);
-                }
+            if let (Some(gen), Some(p)) = (f.primed(), self.pager.as_deref()) {
+                p.queue_token(inode.ino, gen);
             }
         }
         let (mut loaded, mut from) = (0, from);
@@ -1459,7 +1479,7 @@ mod tests {
             for &h in &hot {
                 fs.note_open(h); // the later three are uses of its resident page
             }
-            fs.note_open(used); // in use at the second, two uses at each later one
+            fs.note_open(used); // in use at the second, every use at each later one
         }
         assert_eq!(fs.with_kernel_file(used, |f| (f.in_use(), f.uses())), Some((true, 3)));
         // A scan of large files, every third opened twice (through two

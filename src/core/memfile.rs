@@ -156,15 +156,19 @@ pub struct MemFile {
     /// queue. Opened again before as many pages as the ceiling holds have
     /// left RAM since, the file was paged out too early and is in use.
     ghost: AtomicU64,
-    /// Uses since the pager's clock last passed the file while in use
-    /// (opens beyond the one that put it in use, counted to 3), as
-    /// S3-FIFO counts a main page's accesses: each pass of the clock takes
-    /// one, and a file the clock finds at 0 gives its pages (core/kpager.rs).
+    /// Uses the pager's clock has not taken yet while the file is in use
+    /// (up to 3, as S3-FIFO counts a main page's accesses: every one at
+    /// a later open): each pass of the clock
+    /// takes one, and a file the clock finds at 0 gives its pages
+    /// (core/kpager.rs).
     uses: AtomicU32,
-    /// Whether the file has a token in the pager's main queue (policy.rs):
-    /// a file in use has one, so that main's clock weighs it against the
-    /// heap's pages.
-    queued: AtomicBool,
+    /// Which token the file has in the pager's main queue (policy.rs;
+    /// [`NO_TOKEN`]: none): a file in use has one, so that main's clock
+    /// weighs it against the heap's pages. Numbered, so that a token left
+    /// from an earlier memory file of the same inode (its bytes went back
+    /// into the heap and came out again) is told from this one's and
+    /// dropped: two tokens gave a file two turns a round.
+    token: AtomicU64,
     /// What the file was ([`MemFile::seen`]) and the pager's epoch when a
     /// whole pass of page-outs over it moved nothing: its pages do not
     /// compress and no store took them. Passed over while both stay the
@@ -189,6 +193,9 @@ pub struct MemFile {
 
 /// [`MemFile::ghost`]: no ghost.
 const NO_GHOST: u64 = u64::MAX;
+
+/// [`MemFile::token`]: none.
+const NO_TOKEN: u64 = 0;
 
 /// [`MemFile::uses`] counts to this, as S3-FIFO's frequency.
 const MAX_USES: u32 = 3;
@@ -512,7 +519,7 @@ impl KernelStore {
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
             uses: AtomicU32::new(0),
-            queued: AtomicBool::new(false),
+            token: AtomicU64::new(NO_TOKEN),
             out_from: AtomicU64::new(0),
             fresh: AtomicBool::new(false),
             fallocated: AtomicBool::new(false),
@@ -595,9 +602,9 @@ impl MemFile {
     /// The file was opened for reading; `evictions` is the pager's count of
     /// pages moved out of RAM so far and `window` how many may have left
     /// since the file was paged out for its ghost to still count (0
-    /// without a pager). Returns whether the file needs a token in main's
-    /// clock now ([`MemFile::take_token`]).
-    pub fn opened(&self, evictions: u64, window: u64) -> bool {
+    /// without a pager). Returns a token for main's clock if the file
+    /// needs one now ([`MemFile::take_token`]).
+    pub fn opened(&self, evictions: u64, window: u64) -> Option<u64> {
         let ghost = self.ghost.swap(NO_GHOST, Ordering::Relaxed);
         let again = ghost != NO_GHOST && evictions.saturating_sub(ghost) <= window;
         let was = self
@@ -633,32 +640,44 @@ impl MemFile {
         self.take_token()
     }
 
-    /// Whether the file is in use and has no token in main's queue; if so,
-    /// it is counted as having one (the caller queues it).
-    pub fn take_token(&self) -> bool {
-        self.in_use() && !self.queued.swap(true, Ordering::Relaxed)
+    /// If the file is in use and has no token in main's queue, a new
+    /// token's number for the caller to queue.
+    pub fn take_token(&self) -> Option<u64> {
+        static TOKENS: AtomicU64 = AtomicU64::new(NO_TOKEN + 1);
+        if !self.in_use() || self.token.load(Ordering::Relaxed) != NO_TOKEN {
+            return None;
+        }
+        let gen = TOKENS.fetch_add(1, Ordering::Relaxed);
+        self.token.compare_exchange(NO_TOKEN, gen, Ordering::Relaxed, Ordering::Relaxed).ok().map(|_| gen)
     }
 
-    /// Main's clock reached the file's token: what it does with it. A file
-    /// no longer in use (paged out whole since) gives its token up; a used
-    /// one loses a use and goes round again; one with no use left gives
-    /// pages.
-    pub fn clock(&self) -> ClockTurn {
+    /// Whether `gen` is the file's token ([`MemFile::token`]).
+    pub fn has_token(&self, gen: u64) -> bool {
+        gen != NO_TOKEN && self.token.load(Ordering::Relaxed) == gen
+    }
+
+    /// Main's clock reached the file's token `gen`: what it does with it.
+    /// A token not the file's, or a file no longer in use (paged out whole
+    /// since), gives it up; a used one loses a use and goes round again;
+    /// one with no use left gives pages.
+    pub fn clock(&self, gen: u64) -> ClockTurn {
+        if !self.has_token(gen) {
+            return ClockTurn::Gone;
+        }
         if !self.in_use() {
-            self.queued.store(false, Ordering::Relaxed);
-            // Put in use again meanwhile (its opener saw the token queued).
-            return if self.take_token() { ClockTurn::Again } else { ClockTurn::Gone };
+            let _ = self.token.compare_exchange(gen, NO_TOKEN, Ordering::Relaxed, Ordering::Relaxed);
+            // Put in use again meanwhile (its opener saw the token queued):
+            // it keeps this one.
+            if self.in_use() && self.token.compare_exchange(NO_TOKEN, gen, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+            {
+                return ClockTurn::Again;
+            }
+            return ClockTurn::Gone;
         }
         match self.uses.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_sub(1)) {
             Ok(_) => ClockTurn::Again,
             Err(_) => ClockTurn::Give,
         }
-    }
-
-    /// Its token left main's queue without a turn (the queues were
-    /// scrubbed of a file that was no longer in use).
-    pub fn token_dropped(&self) {
-        self.queued.store(false, Ordering::Relaxed);
     }
 
     /// Uses counted for the clock (tests).
@@ -705,9 +724,9 @@ impl MemFile {
     /// is in use, as a file opened again is (on probation, reclaim took a
     /// primed file first, before any other: a judge's walk primed a
     /// 1.2 MiB program under `ram=64M` and found 17% of it resident).
-    /// Returns whether it needs a token in main's clock now, as
+    /// Returns a token for main's clock if it needs one now, as
     /// [`MemFile::opened`]; it has all the uses the clock counts.
-    pub fn primed(&self) -> bool {
+    pub fn primed(&self) -> Option<u64> {
         self.opens.store(2, Ordering::Relaxed);
         self.uses.store(MAX_USES, Ordering::Relaxed);
         self.touch();
@@ -1133,6 +1152,36 @@ mod tests {
         b.pin(true, true);
         store.recycle(b, false);
         assert_eq!((store.pinned_opens(), store.pinned_writers()), (0, 0));
+    }
+
+    /// A memory file in use has one token in main's clock at a time; a
+    /// token not its own (left by an earlier memory file of the same
+    /// inode, whose bytes went back into the heap) is dropped at its turn
+    /// and takes none of the file's uses: with both, the file had two
+    /// turns a round.
+    #[test]
+    fn a_file_in_use_has_one_token_and_a_stale_one_is_dropped() {
+        let store = KernelStore::memfd();
+        let f = store.create().unwrap();
+        assert_eq!(f.opened(0, 0), None, "opened once: on probation, no token");
+        let gen = f.opened(0, 0).expect("in use at the second open");
+        assert_eq!(f.opened(0, 0), None, "it has its token");
+        assert_eq!(f.uses(), MAX_USES);
+        let g = store.create().unwrap(); // the inode's next memory file
+        g.opened(0, 0);
+        let next = g.opened(0, 0).expect("in use");
+        assert_ne!(gen, next);
+        assert_eq!(g.clock(gen), ClockTurn::Gone, "not its token");
+        assert_eq!(g.clock(next), ClockTurn::Give, "entered with no use, and the stale turn took none");
+        assert_eq!(f.clock(gen), ClockTurn::Again);
+        assert_eq!(f.uses(), MAX_USES - 1);
+        // Paged out whole: on probation, its token goes at its turn, and
+        // in use again it gets a new one.
+        f.paged_out(0);
+        assert_eq!(f.clock(gen), ClockTurn::Gone);
+        assert!(!f.has_token(gen));
+        let again = f.opened(0, 0).expect("in use again at once: its ghost remembers it");
+        assert!(again != gen && f.has_token(again));
     }
 
     /// A recycled kernel file keeps what the layer above registered for it

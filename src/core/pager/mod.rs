@@ -18,8 +18,9 @@
 //! ```
 //!
 //! - **Ram**: the bytes in the daemon's heap, as without a pager. Each slot
-//!   has a reference count (to 3, as S3-FIFO's) that every read and write
-//!   adds to, lock-free, and each look of the clock takes one from.
+//!   has a reference count (to 3, as S3-FIFO's) that reads and rewrites
+//!   add to, lock-free, and each look of the clock takes one from (a
+//!   write that grows a page's buffer makes a new slot, at none).
 //! - **Zip**: compressed in RAM (`compress=`, lz4 by default). A page that
 //!   does not save an eighth of its size skips this tier.
 //! - **Disk**: in a slot of the backing store (`backing=`), with a crc32c;
@@ -1272,9 +1273,10 @@ impl Pager {
         self.policy.lock().report(id, from, verdict);
     }
 
-    /// Memory file `ino` is in use: its token joins main's clock (policy.rs).
-    pub(super) fn queue_token(&self, ino: Ino) {
-        self.policy.lock().insert_token(ino);
+    /// Memory file `ino` is in use: its token `gen` joins main's clock
+    /// (policy.rs).
+    pub(super) fn queue_token(&self, ino: Ino, gen: u64) {
+        self.policy.lock().insert_token(ino, gen);
     }
 
     /// Put candidates back at the front of their queues (policy.rs `restore`).

@@ -55,15 +55,24 @@ pub struct PageId {
 }
 
 impl PageId {
-    /// The token of memory file `ino` in main's clock (module comment).
-    pub fn token(ino: Ino) -> PageId {
-        PageId { ino, idx: u64::MAX }
+    /// Token `gen` of memory file `ino` in main's clock (module comment).
+    /// Its index is no page's: a page index fits in 52 bits.
+    pub fn token(ino: Ino, gen: u64) -> PageId {
+        PageId { ino, idx: TOKEN | gen }
     }
 
     pub fn is_token(&self) -> bool {
-        self.idx == u64::MAX
+        self.idx & TOKEN != 0
+    }
+
+    /// Which of its file's tokens this is ([`PageId::token`]).
+    pub fn token_gen(&self) -> u64 {
+        self.idx & !TOKEN
     }
 }
+
+/// The bit that makes a [`PageId`] a token.
+const TOKEN: u64 = 1 << 63;
 
 /// Which queue a candidate came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,9 +175,9 @@ impl S3Fifo {
         }
     }
 
-    /// A memory file is in use: its token joins main's tail.
-    pub fn insert_token(&mut self, ino: Ino) {
-        self.main.push_back(PageId::token(ino));
+    /// A memory file is in use: its token `gen` joins main's tail.
+    pub fn insert_token(&mut self, ino: Ino, gen: u64) {
+        self.main.push_back(PageId::token(ino, gen));
     }
 
     /// Whether the next candidate will come from `main` (false when main
