@@ -156,6 +156,10 @@ pub struct MemFile {
     /// queue. Opened again before as many pages as the ceiling holds have
     /// left RAM since, the file was paged out too early and is in use.
     ghost: AtomicU64,
+    /// The number of the read open ([`MemFile::opened`]'s `seq`) that put
+    /// the file on probation: a second open right after it is a
+    /// correlated reference.
+    first_open: AtomicU64,
     /// Uses the pager's clock has not taken yet while the file is in use
     /// (up to 3, as S3-FIFO counts a main page's accesses: every one at
     /// a later open): each pass of the clock
@@ -197,8 +201,24 @@ const NO_GHOST: u64 = u64::MAX;
 /// [`MemFile::token`]: none.
 const NO_TOKEN: u64 = 0;
 
+/// [`MemFile::opened`]: a second open with at most this many other read
+/// opens between it and the first is a correlated reference.
+const CORRELATED_OPENS: u64 = 3;
+
+/// [`MemFile::first_open`]: none yet (no open is this far from it).
+const NO_OPEN: u64 = u64::MAX / 2;
+
 /// [`MemFile::uses`] counts to this, as S3-FIFO's frequency.
 const MAX_USES: u32 = 3;
+
+/// A token for main's clock ([`MemFile::opened`]): its number, and
+/// whether it joins the queue at its head, next to go, rather than at its
+/// tail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub gen: u64,
+    pub head: bool,
+}
 
 /// What main's clock does with a memory file's token ([`MemFile::clock`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -518,6 +538,7 @@ impl KernelStore {
             last_use: AtomicU64::new(tick()),
             opens: AtomicU32::new(0),
             ghost: AtomicU64::new(NO_GHOST),
+            first_open: AtomicU64::new(NO_OPEN),
             uses: AtomicU32::new(0),
             token: AtomicU64::new(NO_TOKEN),
             out_from: AtomicU64::new(0),
@@ -604,7 +625,26 @@ impl MemFile {
     /// since the file was paged out for its ghost to still count (0
     /// without a pager). Returns a token for main's clock if the file
     /// needs one now ([`MemFile::take_token`]).
-    pub fn opened(&self, evictions: u64, window: u64) -> Option<u64> {
+    ///
+    /// `seq` numbers this open among the mount's read opens of regular
+    /// files. A second open right after the first (at most
+    /// [`CORRELATED_OPENS`] other read opens between the two) is what 2Q
+    /// calls a correlated reference: a tree that gives a large file two
+    /// names, read by a walk, opens it twice one after the other and never
+    /// again. It puts the file in use, so that it is not taken with the
+    /// files on probation, but its token joins main at the head: with no
+    /// use, its turn comes first, before the clock has taken a use from
+    /// any page ahead of it; opened a third time meanwhile, it has all
+    /// three and goes round as any file in use. At main's tail, each such
+    /// file cost every page in main one use before its turn, and a scan of
+    /// ten of them took the hot set's pages (a mounted run kept 63-640 of
+    /// 640). So too when the file was paged out whole between the two
+    /// opens (its first reader went through memfs, and the file's own
+    /// pages made room for its later ones): that is no ghost hit. A file
+    /// opened again after other files were (a hot set read in passes, as
+    /// case 2 of the pager benchmark and the tar test do), or back from
+    /// its ghost after them, joins at the tail.
+    pub fn opened(&self, evictions: u64, window: u64, seq: u64) -> Option<Token> {
         let ghost = self.ghost.swap(NO_GHOST, Ordering::Relaxed);
         let again = ghost != NO_GHOST && evictions.saturating_sub(ghost) <= window;
         let was = self
@@ -636,8 +676,16 @@ impl MemFile {
             // replay of the walk: 7 of 2,954 hot pages kept in one run).
             self.uses.store(0, Ordering::Relaxed);
         }
+        // The first open's number, kept through a page-out whole.
+        let first = if was == 0 && !again {
+            self.first_open.swap(seq, Ordering::Relaxed)
+        } else {
+            self.first_open.load(Ordering::Relaxed)
+        };
         self.touch();
-        self.take_token()
+        let gen = self.take_token()?;
+        let right_after = was < 2 && first != NO_OPEN && seq.abs_diff(first) <= CORRELATED_OPENS + 1;
+        Some(Token { gen, head: right_after })
     }
 
     /// If the file is in use and has no token in main's queue, a new
@@ -726,11 +774,11 @@ impl MemFile {
     /// 1.2 MiB program under `ram=64M` and found 17% of it resident).
     /// Returns a token for main's clock if it needs one now, as
     /// [`MemFile::opened`]; it has all the uses the clock counts.
-    pub fn primed(&self) -> Option<u64> {
+    pub fn primed(&self) -> Option<Token> {
         self.opens.store(2, Ordering::Relaxed);
         self.uses.store(MAX_USES, Ordering::Relaxed);
         self.touch();
-        self.take_token()
+        self.take_token().map(|gen| Token { gen, head: false })
     }
 
     /// All its pages left RAM (the pager had moved `evictions` pages out
@@ -1163,25 +1211,39 @@ mod tests {
     fn a_file_in_use_has_one_token_and_a_stale_one_is_dropped() {
         let store = KernelStore::memfd();
         let f = store.create().unwrap();
-        assert_eq!(f.opened(0, 0), None, "opened once: on probation, no token");
-        let gen = f.opened(0, 0).expect("in use at the second open");
-        assert_eq!(f.opened(0, 0), None, "it has its token");
+        assert_eq!(f.opened(0, 0, 10), None, "opened once: on probation, no token");
+        let first = f.opened(0, 0, 11).expect("in use at the second open");
+        assert!(first.head, "a second open right after the first: at main's head");
+        let gen = first.gen;
+        assert_eq!(f.opened(0, 0, 12), None, "it has its token");
         assert_eq!(f.uses(), MAX_USES);
         let g = store.create().unwrap(); // the inode's next memory file
-        g.opened(0, 0);
-        let next = g.opened(0, 0).expect("in use");
-        assert_ne!(gen, next);
+        g.opened(0, 0, 20);
+        let next = g.opened(0, 0, 40).expect("in use");
+        assert!(!next.head, "twenty opens later: a use, at the tail");
+        assert_ne!(gen, next.gen);
         assert_eq!(g.clock(gen), ClockTurn::Gone, "not its token");
-        assert_eq!(g.clock(next), ClockTurn::Give, "entered with no use, and the stale turn took none");
+        assert_eq!(g.clock(next.gen), ClockTurn::Give, "entered with no use, and the stale turn took none");
         assert_eq!(f.clock(gen), ClockTurn::Again);
         assert_eq!(f.uses(), MAX_USES - 1);
-        // Paged out whole: on probation, its token goes at its turn, and
-        // in use again it gets a new one.
+        // Paged out whole: on probation, its token goes at its turn.
         f.paged_out(0);
         assert_eq!(f.clock(gen), ClockTurn::Gone);
         assert!(!f.has_token(gen));
-        let again = f.opened(0, 0).expect("in use again at once: its ghost remembers it");
-        assert!(again != gen && f.has_token(again));
+        // Opened again after other files were, within its ghost's window:
+        // in use at once, at the tail.
+        let again = f.opened(0, 100, 50).expect("in use again at once: its ghost remembers it");
+        assert!(again.gen != gen && f.has_token(again.gen));
+        assert!(!again.head, "back from its ghost after other opens: at main's tail");
+        // Paged out whole between two opens in a row (its first reader
+        // went through memfs): a correlated reference all the same.
+        let h = store.create().unwrap();
+        assert_eq!(h.opened(0, 100, 60), None);
+        h.paged_out(0);
+        assert!(h.opened(5, 100, 61 + CORRELATED_OPENS).expect("in use: its ghost").head);
+        let k = store.create().unwrap();
+        assert_eq!(k.opened(0, 100, 70), None);
+        assert!(!k.opened(0, 100, 72 + CORRELATED_OPENS).expect("in use").head, "one open too many between");
     }
 
     /// A recycled kernel file keeps what the layer above registered for it

@@ -83,6 +83,19 @@ impl Room {
     }
 }
 
+/// Tokens of memory files in use that [`Fs::make_room`] passed over
+/// with no use left while a passthrough open held them: back at the head
+/// of main when the call ends, on every way out of it.
+struct HeldTokens<'a>(&'a Pager, Vec<(PageId, Queue)>);
+
+impl Drop for HeldTokens<'_> {
+    fn drop(&mut self) {
+        if !self.1.is_empty() {
+            self.0.restore(std::mem::take(&mut self.1));
+        }
+    }
+}
+
 impl Fs {
     /// Run reclaim until `need` more bytes fit under the ceiling. Returns
     /// whether they fit now, or reclaim at least moved something out, or
@@ -120,8 +133,10 @@ impl Fs {
         let mut pinned_run = 0;
         // Waits for a busy memory file ([`PROBATION_WAITS`]).
         let mut waits = 0;
-        // Memory files in use whose turn this call moved nothing.
+        // Memory files in use whose turn this call moved nothing, and the
+        // tokens of those not busy, back at main's head when the call ends.
         let mut passed: Vec<Ino> = vec![];
+        let mut held = HeldTokens(p, vec![]);
         loop {
             if p.admits(need) {
                 // It fits now (other workers may take the room before the
@@ -198,7 +213,7 @@ impl Fs {
                         }
                         TokenTurn::Again => p.report(id, from, Verdict::Referenced),
                         TokenTurn::Gone => {}
-                        TokenTurn::Nothing { busy: true } if waits < PROBATION_WAITS => {
+                        TokenTurn::Nothing { busy: true, .. } if waits < PROBATION_WAITS => {
                             // Its reader holds it (a scan installing the
                             // pages it loaded): wait for it rather than take
                             // the hot set's pages, as for a file on
@@ -211,10 +226,24 @@ impl Fs {
                             token_waited = true;
                             break;
                         }
-                        TokenTurn::Nothing { busy: was_busy } => {
+                        TokenTurn::Nothing { busy: was_busy, pinned } => {
+                            // Passed over for the rest of the call. Held by
+                            // a passthrough open, it has no use left and
+                            // gives its pages as soon as the open ends: its
+                            // turn comes first again. Sent to the tail, a
+                            // file put in use at main's head (memfile.rs
+                            // `opened`) cost every page in main a use all
+                            // the same while its opener held it. Others
+                            // (busy, mapped by a process, nothing movable)
+                            // go to the tail: kept at the head they were
+                            // asked first in every call.
                             busy |= was_busy;
                             passed.push(id.ino);
-                            p.report(id, from, Verdict::Referenced);
+                            if pinned {
+                                held.1.push((id, from));
+                            } else {
+                                p.report(id, from, Verdict::Referenced);
+                            }
                         }
                     }
                     continue;

@@ -334,6 +334,8 @@ struct Counters {
     read_through: AtomicU64,
     page_outs: AtomicU64,
     evictions: AtomicU64,
+    /// Read opens of regular files, numbered ([`Pager::next_open`]).
+    read_opens: AtomicU64,
     kept: AtomicU64,
     clean_reused: AtomicU64,
     checksum_errors: AtomicU64,
@@ -1273,10 +1275,10 @@ impl Pager {
         self.policy.lock().report(id, from, verdict);
     }
 
-    /// Memory file `ino` is in use: its token `gen` joins main's clock
-    /// (policy.rs).
-    pub(super) fn queue_token(&self, ino: Ino, gen: u64) {
-        self.policy.lock().insert_token(ino, gen);
+    /// Memory file `ino` is in use: its token joins main's clock
+    /// (policy.rs), at the head or the tail as it says.
+    pub(super) fn queue_token(&self, ino: Ino, gen: u64, head: bool) {
+        self.policy.lock().insert_token(ino, gen, head);
     }
 
     /// Put candidates back at the front of their queues (policy.rs `restore`).
@@ -1300,6 +1302,13 @@ impl Pager {
     #[cfg(test)]
     pub(crate) fn remembers(&self, id: PageId) -> bool {
         self.policy.lock().remembers(id)
+    }
+
+    /// The number of this read open of a regular file: how many were
+    /// counted before it (core/memfile.rs `opened` tells a second open
+    /// right after the first by it).
+    pub(super) fn next_open(&self) -> u64 {
+        self.c.read_opens.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Pages moved out of RAM so far.

@@ -30,8 +30,11 @@
 //!
 //! - A memory file in use (core/kpager.rs) has a *token* in `main`, an id
 //!   of no page ([`PageId::token`]): memfs sees its opens, not its reads,
-//!   so the file is one object to the clock: it enters with no use, and
-//!   each later open gives it all three (core/memfile.rs `opened`). When
+//!   so the file is one object to the clock: it enters with no use, at
+//!   main's tail, or at its head when the open that put it in use came
+//!   right after its first (a correlated reference, as 2Q names it: two
+//!   names of one file read in a row), and each later open gives it all
+//!   three (core/memfile.rs `opened`). When
 //!   the clock reaches the token the pager
 //!   asks the file: used since, it loses a use and goes to the tail; not,
 //!   it gives a batch of pages and the token stays at the head until the
@@ -175,9 +178,15 @@ impl S3Fifo {
         }
     }
 
-    /// A memory file is in use: its token `gen` joins main's tail.
-    pub fn insert_token(&mut self, ino: Ino, gen: u64) {
-        self.main.push_back(PageId::token(ino, gen));
+    /// A memory file is in use: its token `gen` joins main, at its tail
+    /// or (a correlated reference, core/memfile.rs `opened`) at its head.
+    pub fn insert_token(&mut self, ino: Ino, gen: u64, head: bool) {
+        let token = PageId::token(ino, gen);
+        if head {
+            self.main.push_front(token);
+        } else {
+            self.main.push_back(token);
+        }
     }
 
     /// Whether the next candidate will come from `main` (false when main
@@ -251,18 +260,14 @@ impl S3Fifo {
     /// Put ids taken out with `candidate` (in that order) back at the
     /// front of their queues, ahead of the ids queued since.
     pub fn restore(&mut self, ids: Vec<(PageId, Queue)>) {
-        let mut small = VecDeque::new();
-        let mut main = VecDeque::new();
-        for (id, q) in ids {
+        // In reverse, each to the front: the first ends up first, and the
+        // cost is that of the ids, not of the queues (it rebuilt both).
+        for (id, q) in ids.into_iter().rev() {
             match q {
-                Queue::Small => small.push_back(id),
-                Queue::Main => main.push_back(id),
+                Queue::Small => self.small.push_front(id),
+                Queue::Main => self.main.push_front(id),
             }
         }
-        small.append(&mut self.small);
-        main.append(&mut self.main);
-        self.small = small;
-        self.main = main;
     }
 
     /// Drop the ghost's ids of pages `gone` (their files deleted), and
