@@ -21,6 +21,7 @@
 //! given back at once; near a full `size=` an overwrite of such a file may
 //! come back short where a heap file's would not.
 
+use super::cache::CachePolicy;
 use super::data::{copy_out, in_runs, FileData};
 use super::inode::{Inode, Meta};
 use super::memfile::{KernelStat, MemFile};
@@ -566,6 +567,17 @@ impl Fs {
         let lock = data_lock(inode);
         let n = |m: &Meta| m.size.saturating_sub(off).min(u64::from(size));
         self.sync_kernel(inode, &lock.read());
+        // Under `cache=metadata|none` every read of the file comes here: one
+        // that goes back is a use of it (MemFile::read_back). Under `cache=all`
+        // the kernel's page cache serves the file's hits and memfs only its
+        // misses (docs/PAGER.md, "Hits the kernel page cache serves").
+        let direct = matches!(self.cache_policy(inode.ino), Ok(Some(CachePolicy::Metadata | CachePolicy::None)));
+        if let (Some(p), true) = (self.pager.as_deref(), direct) {
+            let pages = (off / PAGE_SIZE, (off + u64::from(size)).div_ceil(PAGE_SIZE));
+            if let Some(token) = lock.read().kernel().and_then(|f| f.read_back(pages.0, pages.1)) {
+                p.queue_token(inode.ino, token.gen, token.head);
+            }
+        }
         if let Some(bytes) = self.kread_through(inode, off, size, false)? {
             return Ok(bytes);
         }

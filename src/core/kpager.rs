@@ -427,11 +427,13 @@ impl Fs {
 
     /// Regular file `ino` was opened for reading with direct I/O
     /// (`cache=metadata|none`): memfs serves its reads. A heap file's pages
-    /// get their reference bits from those reads; a memory file's reads
-    /// give it none, so the open is its use, as a cached open's is (a
-    /// judge's walk under `cache=metadata`: every memory file stayed on
-    /// probation however often it was read, and a scan paged a hot one
-    /// out whole before its own pages).
+    /// get their reference bits from those reads; a memory file's open is
+    /// its use, as a cached open's is (a judge's walk under
+    /// `cache=metadata`: every memory file stayed on probation however
+    /// often it was read, and a scan paged a hot one out whole before its
+    /// own pages), and so is each of its reads that goes back over what
+    /// the reads since the open passed (core/kfile.rs `kread`,
+    /// [`MemFile::read_back`]).
     pub fn note_direct_open(&self, ino: Ino) {
         let kernel = self.file(ino).is_ok_and(|i| data_lock(&i).read().kernel().is_some());
         if kernel {
