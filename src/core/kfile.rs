@@ -571,8 +571,8 @@ impl Fs {
         // that goes back is a use of it (MemFile::read_back). Under `cache=all`
         // the kernel's page cache serves the file's hits and memfs only its
         // misses (docs/PAGER.md, "Hits the kernel page cache serves").
-        let direct = matches!(self.cache_policy(inode.ino), Ok(Some(CachePolicy::Metadata | CachePolicy::None)));
-        if let (Some(p), true) = (self.pager.as_deref(), direct) {
+        let direct = || matches!(self.cache_policy(inode.ino), Ok(Some(CachePolicy::Metadata | CachePolicy::None)));
+        if let Some(p) = self.pager.as_deref().filter(|_| direct()) {
             let pages = (off / PAGE_SIZE, (off + u64::from(size)).div_ceil(PAGE_SIZE));
             if let Some(token) = lock.read().kernel().and_then(|f| f.read_back(pages.0, pages.1)) {
                 p.queue_token(inode.ino, token.gen, token.head);
